@@ -1,0 +1,204 @@
+//! [`Provider`]: sends one request as one tenant and returns an [`Exchange`].
+//!
+//! An exchange is a value whatever happened: a 4xx or 5xx answer is an exchange with
+//! that status, a refused connection or a timeout is an exchange with a
+//! [`TransportError`]. Adapters never panic on vendor behaviour and never put a
+//! credential into an exchange: the request is recorded without its headers.
+//!
+//! Implementations: [`OpenAiChat`] (OpenAI-compatible chat completions, streaming and
+//! not).
+
+mod openai;
+mod sse;
+
+pub use openai::OpenAiChat;
+pub use sse::{SseFrame, SseParser};
+
+use crate::credential::Secret;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed future, so that `Provider` can be used as a trait object.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A vendor API, spoken as one tenant per call.
+pub trait Provider: Send + Sync {
+    /// Sends one chat completion request with `credential`.
+    fn chat<'a>(
+        &'a self,
+        credential: &'a Secret,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Exchange>;
+
+    /// Lists the models visible to `credential`: a cheap request that shows whether
+    /// the credential is accepted.
+    fn list_models<'a>(&'a self, credential: &'a Secret) -> BoxFuture<'a, Exchange>;
+}
+
+/// One chat completion request, independent of the API dialect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// The most tokens to generate.
+    pub max_tokens: u32,
+    /// Whether to ask for a server-sent event stream.
+    pub stream: bool,
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A `user` message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message {
+            role: "user".into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// Everything observed about one request and its answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Exchange {
+    /// The request as sent, without headers (no credential is ever recorded).
+    pub request: RecordedRequest,
+    /// The HTTP status, when an answer arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Response headers worth keeping (content type, request ids, rate limits).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// The raw response body of a non-streaming answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The frames of a streaming answer, in arrival order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<SseFrame>,
+    /// The assistant text, assembled from the body or the frames.
+    #[serde(default)]
+    pub content: String,
+    /// The finish reason the vendor gave, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Token usage as the vendor reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// An error object in the body or in a stream frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error: Option<ApiError>,
+    /// Set when no complete answer arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport_error: Option<TransportError>,
+    /// How long it took.
+    pub timings: Timings,
+}
+
+impl Exchange {
+    /// Whether the vendor answered 2xx.
+    pub fn is_success(&self) -> bool {
+        matches!(self.status, Some(200..=299)) && self.transport_error.is_none()
+    }
+
+    /// Every piece of text the vendor sent back: the assembled content, the raw body
+    /// and each frame's data. This is what scanners read, so that a leak hidden in an
+    /// error message or an unusual field is seen too.
+    pub fn returned_text(&self) -> String {
+        let mut text = self.content.clone();
+        if let Some(body) = &self.body {
+            text.push('\n');
+            text.push_str(body);
+        }
+        for f in &self.frames {
+            text.push('\n');
+            text.push_str(&f.data);
+        }
+        if let Some(e) = &self.api_error {
+            text.push('\n');
+            text.push_str(&e.message);
+        }
+        text
+    }
+}
+
+/// The request as recorded in the transcript.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecordedRequest {
+    /// `GET` or `POST`.
+    pub method: String,
+    /// The full URL.
+    pub url: String,
+    /// The JSON body, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
+}
+
+/// Token usage as reported by the vendor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
+/// An error object sent by the vendor, in a body or a stream frame.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApiError {
+    /// The error's `type`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The error's `code`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The error's message.
+    pub message: String,
+}
+
+/// A request that got no complete answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct TransportError {
+    /// What failed.
+    pub kind: TransportErrorKind,
+    /// The client library's description.
+    pub message: String,
+}
+
+/// What failed in transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TransportErrorKind {
+    /// No connection could be made.
+    Connect,
+    /// The request or the answer took longer than the profile allows.
+    Timeout,
+    /// The request could not be sent.
+    Request,
+    /// The answer broke off or could not be read.
+    Body,
+}
+
+/// How long an exchange took, in milliseconds from just before sending.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Timings {
+    /// Until the response headers arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_ms: Option<f64>,
+    /// Until the first frame carrying content arrived (streaming only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_ms: Option<f64>,
+    /// Until the answer was complete (or failed).
+    pub total_ms: f64,
+}

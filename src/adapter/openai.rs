@@ -1,0 +1,260 @@
+//! [`OpenAiChat`]: the OpenAI-compatible chat completions dialect.
+
+use super::{
+    ApiError, BoxFuture, ChatRequest, Exchange, Provider, RecordedRequest, SseParser,
+    TransportError, TransportErrorKind, Usage,
+};
+use crate::credential::Secret;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// Response headers kept in the transcript (lowercase). Anything else, cookies in
+/// particular, is dropped.
+const KEPT_HEADERS: &[&str] = &[
+    "content-type",
+    "retry-after",
+    "x-request-id",
+    "request-id",
+    "openai-processing-ms",
+    "openai-model",
+    "server",
+];
+
+/// Prefixes of response headers also kept (rate-limit state).
+const KEPT_HEADER_PREFIXES: &[&str] = &["x-ratelimit-"];
+
+/// An OpenAI-compatible chat completions client.
+#[derive(Clone, Debug)]
+pub struct OpenAiChat {
+    client: reqwest::Client,
+    base_url: String,
+    model: String,
+}
+
+impl OpenAiChat {
+    /// A client for `base_url` (up to the version segment) and `model`.
+    pub fn new(base_url: &str, model: &str, timeout: Duration) -> Result<Self, TransportError> {
+        crate::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .user_agent(concat!("tenantcheck/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| TransportError {
+                kind: TransportErrorKind::Request,
+                message: e.to_string(),
+            })?;
+        Ok(OpenAiChat {
+            client,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+        })
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+            "temperature": 0,
+            "stream": request.stream,
+        });
+        if request.stream {
+            body["stream_options"] = json!({ "include_usage": true });
+        }
+        body
+    }
+
+    async fn send(&self, credential: &Secret, recorded: RecordedRequest) -> Exchange {
+        let started = Instant::now();
+        let ms = || started.elapsed().as_secs_f64() * 1e3;
+        let mut ex = Exchange {
+            request: recorded,
+            ..Exchange::default()
+        };
+        let builder = match ex.request.method.as_str() {
+            "GET" => self.client.get(&ex.request.url),
+            _ => self
+                .client
+                .post(&ex.request.url)
+                .json(ex.request.body.as_ref().unwrap_or(&Value::Null)),
+        };
+        let response = match builder.bearer_auth(credential.expose()).send().await {
+            Ok(r) => r,
+            Err(e) => {
+                ex.transport_error = Some(transport_error(&e));
+                ex.timings.total_ms = ms();
+                return ex;
+            }
+        };
+        ex.timings.first_byte_ms = Some(ms());
+        ex.status = Some(response.status().as_u16());
+        for (name, value) in response.headers() {
+            let name = name.as_str();
+            if KEPT_HEADERS.contains(&name)
+                || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p))
+            {
+                ex.headers.insert(
+                    name.to_owned(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                );
+            }
+        }
+        let is_stream = ex
+            .headers
+            .get("content-type")
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let mut response = response;
+        if is_stream {
+            read_stream(&mut response, &mut ex, &ms).await;
+        } else {
+            let mut body = Vec::new();
+            loop {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                    Ok(None) => break,
+                    Err(e) => {
+                        ex.transport_error = Some(transport_error(&e));
+                        break;
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&body).into_owned();
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                read_completion(&v, &mut ex);
+            }
+            ex.body = Some(text);
+        }
+        ex.timings.total_ms = ms();
+        ex
+    }
+}
+
+impl Provider for OpenAiChat {
+    fn chat<'a>(
+        &'a self,
+        credential: &'a Secret,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Exchange> {
+        let recorded = RecordedRequest {
+            method: "POST".into(),
+            url: format!("{}/chat/completions", self.base_url),
+            body: Some(self.body(request)),
+        };
+        Box::pin(self.send(credential, recorded))
+    }
+
+    fn list_models<'a>(&'a self, credential: &'a Secret) -> BoxFuture<'a, Exchange> {
+        let recorded = RecordedRequest {
+            method: "GET".into(),
+            url: format!("{}/models", self.base_url),
+            body: None,
+        };
+        Box::pin(self.send(credential, recorded))
+    }
+}
+
+async fn read_stream(response: &mut reqwest::Response, ex: &mut Exchange, ms: &impl Fn() -> f64) {
+    let mut parser = SseParser::default();
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) => {
+                ex.transport_error = Some(transport_error(&e));
+                break;
+            }
+        };
+        for frame in parser.push(&chunk, ms()) {
+            if frame.data != "[DONE]" {
+                if let Ok(v) = serde_json::from_str::<Value>(&frame.data) {
+                    let before = ex.content.len();
+                    read_chunk(&v, ex);
+                    if ex.content.len() > before && ex.timings.first_token_ms.is_none() {
+                        ex.timings.first_token_ms = Some(frame.at_ms);
+                    }
+                }
+            }
+            ex.frames.push(frame);
+        }
+    }
+    parser.finish();
+}
+
+/// Reads a non-streaming completion (or error) body.
+fn read_completion(v: &Value, ex: &mut Exchange) {
+    if let Some(choice) = v["choices"].get(0) {
+        if let Some(text) = choice["message"]["content"].as_str() {
+            ex.content.push_str(text);
+        }
+        ex.finish_reason = choice["finish_reason"].as_str().map(str::to_owned);
+    }
+    read_usage(v, ex);
+    read_error(v, ex);
+}
+
+/// Reads one `chat.completion.chunk` (or an error frame).
+fn read_chunk(v: &Value, ex: &mut Exchange) {
+    if let Some(choice) = v["choices"].get(0) {
+        if let Some(text) = choice["delta"]["content"].as_str() {
+            ex.content.push_str(text);
+        }
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            ex.finish_reason = Some(reason.to_owned());
+        }
+    }
+    read_usage(v, ex);
+    read_error(v, ex);
+}
+
+fn read_usage(v: &Value, ex: &mut Exchange) {
+    let u = &v["usage"];
+    if let (Some(p), Some(c)) = (u["prompt_tokens"].as_u64(), u["completion_tokens"].as_u64()) {
+        ex.usage = Some(Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
+        });
+    }
+}
+
+fn read_error(v: &Value, ex: &mut Exchange) {
+    let e = &v["error"];
+    let message = match e {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(_) => Some(e["message"].as_str().unwrap_or_default().to_owned()),
+        _ => None,
+    };
+    if let Some(message) = message {
+        let field = |k: &str| match &e[k] {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        ex.api_error = Some(ApiError {
+            kind: field("type"),
+            code: field("code"),
+            message,
+        });
+    }
+}
+
+fn transport_error(e: &reqwest::Error) -> TransportError {
+    let kind = if e.is_timeout() {
+        TransportErrorKind::Timeout
+    } else if e.is_connect() {
+        TransportErrorKind::Connect
+    } else if e.is_body() || e.is_decode() {
+        TransportErrorKind::Body
+    } else {
+        TransportErrorKind::Request
+    };
+    // reqwest's Display names the URL, never a header; base URLs cannot hold
+    // credentials (the profile refuses them).
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    TransportError { kind, message }
+}

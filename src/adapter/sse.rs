@@ -1,0 +1,133 @@
+//! [`SseParser`]: an incremental parser for server-sent events (the WHATWG grammar).
+//!
+//! It takes bytes as they arrive, in chunks split anywhere (even inside a UTF-8
+//! sequence or a CRLF), and yields one [`SseFrame`] per event: the `event` name and
+//! the joined `data` lines. Comments and unknown fields are ignored, as the grammar
+//! says. It keeps only the incomplete tail between calls.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One server-sent event.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SseFrame {
+    /// The `event:` field, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// The `data:` lines, joined with newlines.
+    pub data: String,
+    /// Milliseconds from the start of the request until the frame was complete.
+    pub at_ms: f64,
+}
+
+/// Incremental SSE parser.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buf: Vec<u8>,
+    event: Option<String>,
+    data: Option<String>,
+}
+
+impl SseParser {
+    /// Feeds a chunk; returns the events it completed, stamped with `at_ms`.
+    pub fn push(&mut self, chunk: &[u8], at_ms: f64) -> Vec<SseFrame> {
+        self.buf.extend_from_slice(chunk);
+        let mut frames = Vec::new();
+        let mut start = 0;
+        let mut i = 0;
+        while i < self.buf.len() {
+            let b = self.buf[i];
+            if b == b'\n' || b == b'\r' {
+                // A CR at the very end may be the first half of a CRLF: wait for more.
+                if b == b'\r' && i + 1 == self.buf.len() {
+                    break;
+                }
+                let line = String::from_utf8_lossy(&self.buf[start..i]).into_owned();
+                let crlf = b == b'\r' && self.buf[i + 1] == b'\n';
+                i += if crlf { 2 } else { 1 };
+                start = i;
+                if let Some(frame) = self.line(&line, at_ms) {
+                    frames.push(frame);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        self.buf.drain(..start);
+        frames
+    }
+
+    /// Ends the stream: an event without its closing blank line is dropped, as the
+    /// grammar says. Returns whether such an incomplete event (or line) was pending.
+    pub fn finish(&mut self) -> bool {
+        let pending = !self.buf.is_empty() || self.data.is_some() || self.event.is_some();
+        self.buf.clear();
+        self.data = None;
+        self.event = None;
+        pending
+    }
+
+    fn line(&mut self, line: &str, at_ms: f64) -> Option<SseFrame> {
+        if line.is_empty() {
+            let data = self.data.take();
+            let event = self.event.take();
+            return data.map(|data| SseFrame { event, data, at_ms });
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = match line.find(':') {
+            Some(p) => {
+                let v = &line[p + 1..];
+                (&line[..p], v.strip_prefix(' ').unwrap_or(v))
+            }
+            None => (line, ""),
+        };
+        match field {
+            "data" => match &mut self.data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => self.data = Some(value.to_owned()),
+            },
+            "event" => self.event = Some(value.to_owned()),
+            _ => {}
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(input: &[u8], split: usize) -> Vec<(Option<String>, String)> {
+        let mut p = SseParser::default();
+        let mut out = Vec::new();
+        for chunk in input.chunks(split.max(1)) {
+            out.extend(p.push(chunk, 0.0));
+        }
+        out.into_iter().map(|f| (f.event, f.data)).collect()
+    }
+
+    #[test]
+    fn frames_survive_any_chunking() {
+        let input = b"data: {\"a\":1}\n\n: comment\r\nevent: error\r\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\n";
+        let expected = vec![
+            (None, "{\"a\":1}".to_string()),
+            (Some("error".to_string()), "x\ny".to_string()),
+            (None, "[DONE]".to_string()),
+        ];
+        for split in 1..input.len() {
+            assert_eq!(all(input, split), expected, "split every {split} bytes");
+        }
+    }
+
+    #[test]
+    fn an_unterminated_event_is_not_a_frame() {
+        let mut p = SseParser::default();
+        assert!(p.push(b"data: half", 0.0).is_empty());
+        assert!(p.finish());
+    }
+}

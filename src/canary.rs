@@ -1,0 +1,510 @@
+//! [`Canary`]: an unguessable marker issued to one tenant, derived from the
+//! [`RunSecret`].
+//!
+//! A canary looks like an ordinary customer record, not like a test marker, so that a
+//! vendor cannot filter test traffic:
+//!
+//! > Customer record: Maria Keller, email maria.keller48213@posteo.de, account
+//! > 3391 0048 2215, note: prefers amber parcels delivered to Lisbon.
+//!
+//! Each field is drawn from SHA-256 over the run secret, the owning tenant, the case
+//! and an index, so anyone holding the revealed secret can re-derive every canary of a
+//! run, and nobody without it can guess one. Entropy per canary: given name 6 bits,
+//! family name 6, e-mail digits 16.6, domain 4, account number 39.9, note 18: about
+//! 90 bits ([`ENTROPY_BITS`]). The scanner looks for the whole record and for the two
+//! fragments that are distinctive on their own (at least 32 bits each): the account
+//! number (39.9 bits) and the e-mail address (32.6 bits).
+
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Bits of entropy in one canary (see the module documentation).
+pub const ENTROPY_BITS: f64 = 6.0 + 6.0 + 16.61 + 4.0 + 39.86 + 18.0;
+
+/// The per-run secret every canary is derived from: 32 bytes from the operating
+/// system's CSPRNG.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RunSecret([u8; 32]);
+
+impl RunSecret {
+    /// A fresh secret.
+    pub fn generate() -> Self {
+        RunSecret(crate::random_bytes())
+    }
+
+    /// A secret from its hex form (as revealed in a report).
+    pub fn from_hex(hex: &str) -> Option<Self> {
+        if hex.len() != 64 || !hex.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(RunSecret(out))
+    }
+
+    /// The secret in hex.
+    pub fn to_hex(&self) -> String {
+        crate::hex(&self.0)
+    }
+
+    /// A commitment to the secret, recorded before the first request and checkable
+    /// once the secret is revealed.
+    pub fn commitment(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(b"tenantcheck/run-secret-commitment/v1\0");
+        h.update(self.0);
+        crate::hex(&h.finalize())
+    }
+
+    /// The canary number `index` of tenant `owner` in case `case`.
+    pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
+        let mut h = Sha256::new();
+        h.update(b"tenantcheck/canary/v1\0");
+        h.update(self.0);
+        for part in [owner.as_bytes(), b"\0", case.as_bytes(), b"\0"] {
+            h.update(part);
+        }
+        h.update(index.to_be_bytes());
+        let d = h.finalize();
+        let word = |i: usize| u64::from_be_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let (w0, w1, w2, w3) = (word(0), word(1), word(2), word(3));
+        let pick = |list: &'static [&'static str], bits: u64| list[(bits as usize) % list.len()];
+        let given = pick(GIVEN, w0);
+        let family = pick(FAMILY, w0 >> 6);
+        let domain = pick(DOMAINS, w0 >> 12);
+        let email_digits = w1 % 100_000;
+        let account = w2 % 1_000_000_000_000;
+        let note = format!(
+            "prefers {} {} delivered to {}",
+            pick(ADJECTIVES, w3),
+            pick(GOODS, w3 >> 6),
+            pick(CITIES, w3 >> 12)
+        );
+        Canary {
+            id: format!("{owner}/{case}/{index}"),
+            owner: owner.to_owned(),
+            name: format!("{given} {family}"),
+            email: format!(
+                "{}.{}{email_digits:05}@{domain}",
+                given.to_lowercase(),
+                family.to_lowercase()
+            ),
+            account: format!(
+                "{:04} {:04} {:04}",
+                account / 100_000_000,
+                account / 10_000 % 10_000,
+                account % 10_000
+            ),
+            note,
+        }
+    }
+}
+
+impl fmt::Debug for RunSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RunSecret(commitment {})", self.commitment())
+    }
+}
+
+/// One canary: a customer record owned by one tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Canary {
+    /// `owner/case/index`, unique within a run.
+    pub id: String,
+    /// The tenant it was issued to.
+    pub owner: String,
+    /// "Given Family".
+    pub name: String,
+    /// An e-mail address.
+    pub email: String,
+    /// A 12-digit account number in groups of four.
+    pub account: String,
+    /// A short note.
+    pub note: String,
+}
+
+/// A part of a canary the scanner looks for.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Fragment {
+    /// The account number alone.
+    Account,
+    /// The e-mail address alone.
+    Email,
+    /// The whole record.
+    Record,
+}
+
+impl Canary {
+    /// The record as it is placed in prompts.
+    pub fn record(&self) -> String {
+        format!(
+            "Customer record: {}, email {}, account {}, note: {}.",
+            self.name, self.email, self.account, self.note
+        )
+    }
+
+    /// The text of each fragment the scanner looks for.
+    pub fn fragments(&self) -> [(Fragment, String); 3] {
+        [
+            (Fragment::Record, self.record()),
+            (Fragment::Email, self.email.clone()),
+            (Fragment::Account, self.account.clone()),
+        ]
+    }
+}
+
+const GIVEN: &[&str] = &[
+    "Maria", "James", "Aiko", "Lukas", "Priya", "Omar", "Sofia", "Mateo", "Elena", "Noah", "Chloe",
+    "Ravi", "Hannah", "Diego", "Yara", "Felix", "Amara", "Jonas", "Leila", "Marco", "Ingrid",
+    "Tomas", "Zara", "Henrik", "Nadia", "Pavel", "Grace", "Kenji", "Lucia", "Samir", "Freya",
+    "Andre", "Mei", "Oscar", "Tara", "Bruno", "Alina", "Dmitri", "Esther", "Hugo", "Isla", "Karim",
+    "Lena", "Milo", "Nora", "Pablo", "Rosa", "Stefan", "Thea", "Victor", "Wanda", "Xavier",
+    "Yusuf", "Zoe", "Anton", "Bianca", "Carlos", "Dalia", "Emil", "Fatima", "Gustav", "Helena",
+    "Ivan", "Julia",
+];
+
+const FAMILY: &[&str] = &[
+    "Keller",
+    "Okafor",
+    "Tanaka",
+    "Novak",
+    "Sharma",
+    "Haddad",
+    "Rossi",
+    "Garcia",
+    "Petrov",
+    "Lindqvist",
+    "Dubois",
+    "Mensah",
+    "Kowalski",
+    "Silva",
+    "Nakamura",
+    "Fischer",
+    "Moreau",
+    "Adeyemi",
+    "Jansen",
+    "Costa",
+    "Horvat",
+    "Ivanova",
+    "Larsen",
+    "Mendes",
+    "Nilsson",
+    "Oliveira",
+    "Popescu",
+    "Quinn",
+    "Romano",
+    "Schmidt",
+    "Tremblay",
+    "Uddin",
+    "Varga",
+    "Weber",
+    "Yilmaz",
+    "Zhang",
+    "Abbott",
+    "Brennan",
+    "Castillo",
+    "Delgado",
+    "Eriksen",
+    "Ferreira",
+    "Gallagher",
+    "Hoffmann",
+    "Ibrahim",
+    "Jovanovic",
+    "Kaur",
+    "Lambert",
+    "Meyer",
+    "Nowak",
+    "Ortiz",
+    "Park",
+    "Reyes",
+    "Santos",
+    "Thorsen",
+    "Ueda",
+    "Vogel",
+    "Walsh",
+    "Xu",
+    "Young",
+    "Ziegler",
+    "Bauer",
+    "Chen",
+    "Duarte",
+];
+
+const DOMAINS: &[&str] = &[
+    "posteo.de",
+    "gmx.net",
+    "proton.me",
+    "fastmail.com",
+    "outlook.com",
+    "mailbox.org",
+    "web.de",
+    "icloud.com",
+    "yahoo.co.uk",
+    "zoho.com",
+    "hey.com",
+    "tutanota.com",
+    "gmail.com",
+    "orange.fr",
+    "libero.it",
+    "aol.com",
+];
+
+const ADJECTIVES: &[&str] = &[
+    "amber",
+    "quiet",
+    "early",
+    "sealed",
+    "fragile",
+    "heavy",
+    "small",
+    "weekly",
+    "insured",
+    "paper",
+    "green",
+    "cold",
+    "bulk",
+    "gift",
+    "spare",
+    "signed",
+    "plain",
+    "urgent",
+    "boxed",
+    "recycled",
+    "local",
+    "monthly",
+    "wrapped",
+    "large",
+    "light",
+    "blue",
+    "red",
+    "unmarked",
+    "labelled",
+    "padded",
+    "daily",
+    "priority",
+    "morning",
+    "evening",
+    "sturdy",
+    "narrow",
+    "wide",
+    "tall",
+    "flat",
+    "round",
+    "silver",
+    "golden",
+    "wooden",
+    "glass",
+    "metal",
+    "woollen",
+    "cotton",
+    "linen",
+    "frozen",
+    "dry",
+    "fresh",
+    "organic",
+    "seasonal",
+    "returned",
+    "replacement",
+    "sample",
+    "trial",
+    "annual",
+    "boxed-up",
+    "stacked",
+    "loose",
+    "bundled",
+    "tagged",
+    "numbered",
+];
+
+const GOODS: &[&str] = &[
+    "parcels",
+    "letters",
+    "invoices",
+    "groceries",
+    "books",
+    "tools",
+    "flowers",
+    "medicines",
+    "documents",
+    "samples",
+    "prints",
+    "records",
+    "tiles",
+    "lamps",
+    "chairs",
+    "fabrics",
+    "spices",
+    "teas",
+    "coffees",
+    "batteries",
+    "cables",
+    "filters",
+    "seeds",
+    "paints",
+    "brushes",
+    "maps",
+    "tickets",
+    "keys",
+    "badges",
+    "uniforms",
+    "shoes",
+    "hats",
+    "gloves",
+    "scarves",
+    "blankets",
+    "towels",
+    "plates",
+    "cups",
+    "bottles",
+    "jars",
+    "boxes",
+    "crates",
+    "pallets",
+    "envelopes",
+    "folders",
+    "binders",
+    "notebooks",
+    "pens",
+    "stamps",
+    "cards",
+    "posters",
+    "frames",
+    "mirrors",
+    "clocks",
+    "radios",
+    "phones",
+    "laptops",
+    "monitors",
+    "printers",
+    "scanners",
+    "speakers",
+    "cameras",
+    "lenses",
+    "tripods",
+];
+
+const CITIES: &[&str] = &[
+    "Lisbon",
+    "Osaka",
+    "Toronto",
+    "Nairobi",
+    "Krakow",
+    "Valencia",
+    "Bergen",
+    "Porto",
+    "Leeds",
+    "Lyon",
+    "Graz",
+    "Turin",
+    "Accra",
+    "Pune",
+    "Austin",
+    "Denver",
+    "Quito",
+    "Tartu",
+    "Ghent",
+    "Malmo",
+    "Bilbao",
+    "Cork",
+    "Brno",
+    "Split",
+    "Aarhus",
+    "Basel",
+    "Bremen",
+    "Cardiff",
+    "Dresden",
+    "Eindhoven",
+    "Florence",
+    "Gdansk",
+    "Haifa",
+    "Izmir",
+    "Kyoto",
+    "Lagos",
+    "Leipzig",
+    "Lille",
+    "Lucerne",
+    "Madras",
+    "Nantes",
+    "Oslo",
+    "Perth",
+    "Riga",
+    "Rotterdam",
+    "Salzburg",
+    "Seville",
+    "Tampere",
+    "Utrecht",
+    "Vilnius",
+    "Windsor",
+    "York",
+    "Zagreb",
+    "Adelaide",
+    "Bologna",
+    "Calgary",
+    "Dijon",
+    "Exeter",
+    "Fukuoka",
+    "Geneva",
+    "Hobart",
+    "Innsbruck",
+    "Jena",
+    "Kaunas",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_have_the_sizes_the_entropy_count_assumes() {
+        for list in [GIVEN, FAMILY, ADJECTIVES, GOODS, CITIES] {
+            assert_eq!(list.len(), 64);
+        }
+        assert_eq!(DOMAINS.len(), 16);
+        assert!(ENTROPY_BITS >= 64.0);
+    }
+
+    #[test]
+    fn canaries_are_derived_deterministically_and_differ() {
+        let s = RunSecret::generate();
+        assert_eq!(s.canary("a", "c", 1), s.canary("a", "c", 1));
+        assert_ne!(s.canary("a", "c", 1).account, s.canary("b", "c", 1).account);
+        assert_ne!(s.canary("a", "c", 1).email, s.canary("a", "c", 2).email);
+        let other = RunSecret::generate();
+        assert_ne!(
+            s.canary("a", "c", 1).record(),
+            other.canary("a", "c", 1).record()
+        );
+    }
+
+    #[test]
+    fn secrets_round_trip_through_hex() {
+        let s = RunSecret::generate();
+        assert_eq!(RunSecret::from_hex(&s.to_hex()), Some(s.clone()));
+        assert!(RunSecret::from_hex("zz").is_none());
+        assert!(!format!("{s:?}").contains(&s.to_hex()));
+    }
+
+    #[test]
+    fn a_canary_looks_like_a_customer_record() {
+        let c = RunSecret::generate().canary("a", "case", 0);
+        let r = c.record();
+        assert!(r.starts_with("Customer record: "));
+        assert!(!r.to_lowercase().contains("canary"));
+        assert_eq!(c.account.len(), 14);
+        assert!(c.email.contains('@'));
+    }
+}

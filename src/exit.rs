@@ -1,0 +1,23 @@
+//! Exit codes of the `tenantcheck` binary, in one place.
+//!
+//! `tenantcheck run`:
+//!
+//! | code | constant | meaning |
+//! | --- | --- | --- |
+//! | 0 | [`SUCCESS`] | every selected case passed |
+//! | 1 | [`FAILED`] | at least one case failed |
+//! | 2 | [`SETUP_ERROR`] | usage, profile, suite or harness error: nothing was judged |
+//! | 3 | [`INCONCLUSIVE`] | none failed, but at least one was inconclusive |
+//!
+//! `tenantcheck verify` exits [`SUCCESS`] when every check holds, [`FAILED`] when one
+//! does not, and [`SETUP_ERROR`] when its inputs cannot be read. The other commands exit
+//! [`SUCCESS`] or [`SETUP_ERROR`].
+
+/// Every selected case passed (or, for `verify`, every check held).
+pub const SUCCESS: u8 = 0;
+/// At least one case failed (or, for `verify`, a check did not hold).
+pub const FAILED: u8 = 1;
+/// Usage, profile, suite or harness error: the run could not judge the vendor.
+pub const SETUP_ERROR: u8 = 2;
+/// No case failed, but at least one could not reach its condition.
+pub const INCONCLUSIVE: u8 = 3;

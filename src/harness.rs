@@ -1,0 +1,511 @@
+//! [`run`]: turns the suite's cases into libtest-mimic trials and runs them against a
+//! vendor, writing the transcript and the signed report into a run folder.
+//!
+//! The order of work, so that every mistake shows before the first request: load the
+//! suite and the profile; with `--list`, list and stop; resolve the credentials (or
+//! start the embedded reference vendor with fresh keys); create the run folder, the
+//! key and the transcript (whose first line commits to the run secret); check each
+//! tenant's credential with one cheap request; then run the trials on one shared
+//! tokio runtime, collect each case's [`Outcome`], and sign the report.
+//!
+//! Trials are libtest-mimic's, so filtering, `--list`, `--exact`, `--skip`,
+//! `--test-threads`, `--format` and the output are those of `cargo test`. An
+//! inconclusive case shows there as failed with a message that starts with
+//! `inconclusive:`; the report and the exit code keep the two apart.
+
+use crate::adapter::OpenAiChat;
+use crate::canary::RunSecret;
+use crate::credential::{Redactor, Secret};
+use crate::exit;
+use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
+use crate::report::key::{self, KeyError};
+use crate::report::{
+    CaseReport, ENVELOPE_FILE, Report, RunSecretRecord, SuiteFile, SuiteRecord, TRANSCRIPT_FILE,
+    ToolInfo, Totals, TranscriptRecord, VendorRecord,
+};
+use crate::session::Session;
+use crate::sim::{SimConfig, SimServer};
+use crate::suite::{Suite, SuiteError};
+use crate::transcript::{Header, Transcript};
+use crate::vendor::{ProfileError, ProfileErrorKind, TenantKey, VendorProfile};
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where run folders go by default.
+pub const DEFAULT_RUNS_DIR: &str = "reports/runs";
+
+/// The case name used for the credential check in the transcript.
+const PREFLIGHT: &str = "preflight";
+
+/// What `tenantcheck run` was asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// The vendor profile; `None`: the embedded reference vendor.
+    pub vendor: Option<PathBuf>,
+    /// The run folder; `None`: a new folder under [`DEFAULT_RUNS_DIR`].
+    pub out: Option<PathBuf>,
+    /// The private signing key; `None`: a fresh pair written into the run folder.
+    pub key: Option<PathBuf>,
+    /// A suite folder; `None`: the suite embedded in the binary.
+    pub suite: Option<PathBuf>,
+    /// libtest-mimic's arguments (filter, `--list`, `--exact`, `--skip`, …).
+    pub trials: Arguments,
+}
+
+/// A run that could not judge the vendor.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The vendor profile is wrong, or the vendor refused a credential.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// The suite is wrong.
+    #[error(transparent)]
+    Suite(#[from] SuiteError),
+    /// The signing key could not be made or read.
+    #[error("signing key: {0}")]
+    Key(#[from] KeyError),
+    /// The run folder cannot be used.
+    #[error("run folder {}: {problem}", path.display())]
+    RunDir {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A file of the run could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime or the embedded reference vendor could not start.
+    #[error("cannot start {what}: {source}")]
+    Start {
+        /// What.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The vendor could not be reached.
+    #[error("the vendor at {url} could not be reached as tenant {tenant}: {error}")]
+    Unreachable {
+        /// The URL tried.
+        url: String,
+        /// The tenant.
+        tenant: String,
+        /// What failed.
+        error: String,
+    },
+}
+
+/// Where the run's files went and how it ended.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// The exit code (see [`crate::exit`]).
+    pub exit_code: u8,
+    /// The run folder (`None` for `--list`).
+    pub run_dir: Option<PathBuf>,
+}
+
+/// Runs the suite; writes the harness's own lines (after libtest-mimic's) to `out`.
+pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessError> {
+    let suite = match &opts.suite {
+        Some(dir) => Suite::load_dir(dir)?,
+        None => Suite::builtin(),
+    };
+    let (mut profile, vendor_source, profile_sha256) = match &opts.vendor {
+        Some(path) => {
+            let profile = VendorProfile::load(path)?;
+            let sha = std::fs::read(path).ok().map(|b| crate::sha256_hex(&b));
+            (profile, path.display().to_string(), sha)
+        }
+        None => (VendorProfile::embedded_sim(), "embedded".to_owned(), None),
+    };
+    if opts.trials.list {
+        let trials = suite
+            .cases
+            .iter()
+            .map(|c| Trial::test(c.id.clone(), || Ok(())).with_kind(c.threat.to_string()))
+            .collect();
+        let _ = libtest_mimic::run(&opts.trials, trials);
+        return Ok(RunResult {
+            exit_code: exit::SUCCESS,
+            run_dir: None,
+        });
+    }
+
+    crate::install_crypto_provider();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| HarnessError::Start {
+            what: "the async runtime",
+            source,
+        })?;
+    let (tenants, sim) = match &opts.vendor {
+        Some(path) => (
+            profile.resolve_credentials(path, |name| std::env::var(name).ok())?,
+            None,
+        ),
+        None => {
+            let tenants: Vec<TenantKey> = profile
+                .tenants
+                .iter()
+                .map(|t| TenantKey {
+                    label: t.label.clone(),
+                    credential_env: t.credential_env.clone(),
+                    secret: Secret::random_sim_key(),
+                })
+                .collect();
+            let mut config = SimConfig::new(
+                tenants
+                    .iter()
+                    .map(|t| (t.label.clone(), t.secret.clone()))
+                    .collect(),
+            );
+            config.model = profile.model.clone();
+            config.context = profile.context_window as usize;
+            let listen = "127.0.0.1:0".parse().expect("a valid address");
+            let sim = runtime
+                .block_on(SimServer::start(config, listen))
+                .map_err(|source| HarnessError::Start {
+                    what: "the embedded reference vendor",
+                    source,
+                })?;
+            profile.base_url = sim.base_url();
+            (tenants, Some(sim))
+        }
+    };
+    let redactor = Redactor::new(tenants.iter().map(|t| &t.secret));
+
+    let run_dir = prepare_run_dir(opts.out.as_deref())?;
+    let (signing_key, fresh_key) = match &opts.key {
+        Some(path) => (key::read_private(path)?, false),
+        None => (key::write_new_pair(&run_dir)?.0, true),
+    };
+    let public_path = run_dir.join(key::PUBLIC_KEY_FILE);
+    if !fresh_key {
+        write_file(
+            &public_path,
+            key::public_pem(&signing_key.verifying_key()).as_bytes(),
+        )?;
+    }
+
+    let secret = RunSecret::generate();
+    let started_at = crate::now_rfc3339();
+    let transcript_path = run_dir.join(TRANSCRIPT_FILE);
+    let commitment = secret.commitment();
+    let header = Header {
+        tool: "tenantcheck",
+        version: crate::TOOL_VERSION,
+        vendor: &profile.name,
+        secret_commitment: &commitment,
+    };
+    let transcript =
+        Transcript::create(&transcript_path, redactor.clone(), &header).map_err(|source| {
+            HarnessError::Write {
+                path: transcript_path.clone(),
+                source,
+            }
+        })?;
+    let transcript = Arc::new(transcript);
+    let provider = OpenAiChat::new(
+        profile.base_url(),
+        &profile.model,
+        Duration::from_secs(profile.request_timeout_secs),
+    )
+    .map_err(|e| HarnessError::Unreachable {
+        url: profile.base_url().to_owned(),
+        tenant: "-".into(),
+        error: e.to_string(),
+    })?;
+    let session = Arc::new(Session::new(
+        profile.clone(),
+        Arc::new(provider),
+        tenants,
+        transcript.clone(),
+        secret.clone(),
+    ));
+    let origin = opts
+        .vendor
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("<embedded vendors/sim.toml>"));
+    runtime.block_on(preflight(&session, &origin))?;
+
+    let results: Arc<Mutex<BTreeMap<String, Outcome>>> = Arc::default();
+    let trials: Vec<Trial> = suite
+        .cases
+        .iter()
+        .map(|case| {
+            let case = case.clone();
+            let session = session.clone();
+            let handle = runtime.handle().clone();
+            let results = results.clone();
+            let redactor = redactor.clone();
+            let kind = case.threat.to_string();
+            Trial::test(case.id.clone(), move || {
+                let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    handle.block_on(crate::probe::run(&case.probe, &case.id, &session))
+                }));
+                let outcome = ran.unwrap_or_else(|panic| tool_bug(&panic));
+                let verdict = outcome.verdict;
+                let summary = redactor.redact(&outcome.summary).into_owned();
+                results
+                    .lock()
+                    .expect("results lock poisoned")
+                    .insert(case.id.clone(), outcome);
+                match verdict {
+                    Verdict::Pass | Verdict::Skipped => Ok(()),
+                    Verdict::Fail => Err(Failed::from(summary)),
+                    Verdict::Inconclusive => Err(Failed::from(format!("inconclusive: {summary}"))),
+                }
+            })
+            .with_kind(kind)
+        })
+        .collect();
+    let _ = libtest_mimic::run(&opts.trials, trials);
+
+    let mut results = std::mem::take(&mut *results.lock().expect("results lock poisoned"));
+    let cases = suite
+        .cases
+        .iter()
+        .map(|c| CaseReport {
+            id: c.id.clone(),
+            threat: c.threat,
+            severity: c.severity,
+            requirement: c.requirement.clone(),
+            probe: c.probe.kind().to_owned(),
+            outcome: results
+                .remove(&c.id)
+                .unwrap_or_else(|| Outcome::skipped("not selected by the filter")),
+        })
+        .collect();
+    let mut report = Report {
+        format_version: crate::report::FORMAT_VERSION,
+        tool: ToolInfo {
+            name: "tenantcheck".into(),
+            version: crate::TOOL_VERSION.into(),
+        },
+        started_at,
+        finished_at: crate::now_rfc3339(),
+        verdict: Verdict::Skipped,
+        totals: Totals::default(),
+        vendor: VendorRecord {
+            source: vendor_source,
+            profile_sha256,
+            profile,
+        },
+        suite: SuiteRecord {
+            digest: suite.digest.clone(),
+            files: suite
+                .cases
+                .iter()
+                .map(|c| SuiteFile {
+                    id: c.id.clone(),
+                    path: c.file.clone(),
+                    sha256: c.sha256.clone(),
+                })
+                .collect(),
+        },
+        run_secret: RunSecretRecord {
+            commitment,
+            revealed: secret.to_hex(),
+        },
+        transcript: TranscriptRecord {
+            file: TRANSCRIPT_FILE.into(),
+            summary: transcript.summary(),
+        },
+        cases,
+    };
+    report.tally();
+    let report = redact_report(&report, &redactor);
+    let envelope = report.sign(&signing_key);
+    let envelope_path = run_dir.join(ENVELOPE_FILE);
+    let json = serde_json::to_vec_pretty(&envelope).expect("envelopes serialise");
+    write_file(&envelope_path, &json)?;
+    if let Some(sim) = sim {
+        let _ = runtime.block_on(sim.shutdown());
+    }
+
+    let _ = print_summary(
+        out,
+        &report,
+        &run_dir,
+        &envelope_path,
+        &public_path,
+        fresh_key,
+    );
+    let exit_code = match report.verdict {
+        Verdict::Fail => exit::FAILED,
+        Verdict::Inconclusive => exit::INCONCLUSIVE,
+        Verdict::Pass | Verdict::Skipped => exit::SUCCESS,
+    };
+    Ok(RunResult {
+        exit_code,
+        run_dir: Some(run_dir),
+    })
+}
+
+/// Checks each tenant's credential with one cheap request before any case runs.
+async fn preflight(session: &Session, origin: &Path) -> Result<(), HarnessError> {
+    for tenant in session.tenant_labels() {
+        let sent =
+            session
+                .list_models(PREFLIGHT, tenant)
+                .await
+                .map_err(|e| HarnessError::Write {
+                    path: PathBuf::from(TRANSCRIPT_FILE),
+                    source: std::io::Error::other(e),
+                })?;
+        let ex = sent.exchange;
+        if let Some(err) = ex.transport_error {
+            return Err(HarnessError::Unreachable {
+                url: ex.request.url,
+                tenant: tenant.to_owned(),
+                error: err.to_string(),
+            });
+        }
+        if let Some(status @ (401 | 403)) = ex.status {
+            let key = session.key(tenant).expect("a label from the session");
+            return Err(ProfileError {
+                origin: origin.to_owned(),
+                kind: ProfileErrorKind::CredentialRejected {
+                    tenant: tenant.to_owned(),
+                    env: key.credential_env.clone(),
+                    status,
+                },
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn tool_bug(panic: &Box<dyn std::any::Any + Send>) -> Outcome {
+    let message = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into());
+    Outcome {
+        verdict: Verdict::Inconclusive,
+        summary: format!("bug in tenantcheck: the probe panicked: {message}"),
+        coverage: Coverage::default(),
+        findings: vec![Finding {
+            code: FindingCode::ToolBug,
+            message,
+            leak: None,
+        }],
+    }
+}
+
+/// A report with every secret the run knows removed from every string in it.
+fn redact_report(report: &Report, redactor: &Redactor) -> Report {
+    let json = serde_json::to_string(report).expect("reports serialise");
+    match redactor.redact(&json) {
+        std::borrow::Cow::Borrowed(_) => report.clone(),
+        std::borrow::Cow::Owned(clean) => {
+            serde_json::from_str(&clean).expect("redaction keeps JSON valid")
+        }
+    }
+}
+
+fn prepare_run_dir(out: Option<&Path>) -> Result<PathBuf, HarnessError> {
+    let dir = match out {
+        Some(d) => d.to_owned(),
+        None => {
+            let stamp: String = crate::now_rfc3339()
+                .chars()
+                .take(19)
+                .filter(|c| c.is_ascii_digit() || *c == 'T')
+                .collect();
+            Path::new(DEFAULT_RUNS_DIR).join(format!(
+                "{stamp}Z-{}",
+                crate::hex(&crate::random_bytes::<2>())
+            ))
+        }
+    };
+    let problem = |problem: String| HarnessError::RunDir {
+        path: dir.clone(),
+        problem,
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| problem(e.to_string()))?;
+    for file in [TRANSCRIPT_FILE, ENVELOPE_FILE] {
+        if dir.join(file).exists() {
+            return Err(problem(format!(
+                "already holds a run ({file}); fix: choose another --out, or remove the old run"
+            )));
+        }
+    }
+    Ok(dir)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
+    std::fs::write(path, bytes).map_err(|source| HarnessError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn print_summary(
+    out: &mut dyn Write,
+    report: &Report,
+    run_dir: &Path,
+    envelope: &Path,
+    public_key: &Path,
+    fresh_key: bool,
+) -> std::io::Result<()> {
+    writeln!(out)?;
+    for c in &report.cases {
+        writeln!(
+            out,
+            "{:<12} {} [{}]: {}",
+            c.outcome.verdict.label(),
+            c.id,
+            c.threat,
+            c.outcome.summary
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "report:     {}", envelope.display())?;
+    writeln!(
+        out,
+        "transcript: {} ({} lines, sha256 {})",
+        run_dir.join(TRANSCRIPT_FILE).display(),
+        report.transcript.summary.lines,
+        report.transcript.summary.sha256
+    )?;
+    writeln!(out, "public key: {}", public_key.display())?;
+    if fresh_key {
+        writeln!(
+            out,
+            "note: no --key was given, so a fresh key pair was written into {}; keep {} private, or sign with your own key (tenantcheck keygen, then --key FILE)",
+            run_dir.display(),
+            key::PRIVATE_KEY_FILE
+        )?;
+    }
+    writeln!(
+        out,
+        "verify:     tenantcheck verify {} --key {}",
+        envelope.display(),
+        public_key.display()
+    )?;
+    let t = report.totals;
+    writeln!(
+        out,
+        "verdict:    {} ({} passed, {} failed, {} inconclusive, {} skipped)",
+        report.verdict.label(),
+        t.passed,
+        t.failed,
+        t.inconclusive,
+        t.skipped
+    )
+}

@@ -1,0 +1,327 @@
+//! The `tenantcheck` binary: parses flags and calls the library.
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tenantcheck::credential::Secret;
+use tenantcheck::exit;
+use tenantcheck::harness::{self, RunOptions};
+use tenantcheck::report::{self, key};
+use tenantcheck::sim::{Fault, SimConfig, SimServer};
+
+/// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
+/// long-context admission, with signed evidence reports.
+#[derive(Parser)]
+#[command(name = "tenantcheck", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the suite against a vendor (default: the embedded reference vendor) and
+    /// write a signed report.
+    Run(RunArgs),
+    /// Run the reference vendor (an OpenAI-compatible server) standalone.
+    Sim(SimArgs),
+    /// Write a fresh ed25519 signing key pair (PKCS#8 and SPKI PEM).
+    Keygen {
+        /// The folder to write signing-key.pem and signing-key.pub.pem into.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Verify a signed report: signature, statement, and the transcript's digest and
+    /// hash chain.
+    Verify {
+        /// The report envelope (report.dsse.json).
+        envelope: PathBuf,
+        /// The signer's public key (SPKI PEM).
+        #[arg(long)]
+        key: PathBuf,
+        /// The transcript; default: transcript.jsonl beside the envelope.
+        #[arg(long)]
+        transcript: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The vendor profile (TOML). Without it, the embedded reference vendor is
+    /// started on 127.0.0.1 with fresh keys.
+    #[arg(long, value_name = "FILE")]
+    vendor: Option<PathBuf>,
+    /// The run folder; default: a new folder under reports/runs/.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The private key to sign with (PKCS#8 PEM); default: a fresh pair in the run folder.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Run the cases of this folder instead of the suite built into the binary.
+    #[arg(long, value_name = "DIR")]
+    suite: Option<PathBuf>,
+    #[command(flatten)]
+    trials: libtest_mimic::Arguments,
+}
+
+#[derive(clap::Args)]
+struct SimArgs {
+    /// Address to listen on (port 0 picks a free port; the chosen one is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// A fault to inject.
+    #[arg(long, value_enum, value_name = "NAME")]
+    fault: Option<Fault>,
+    /// The context window to enforce, in tokens.
+    #[arg(long, default_value_t = 8192)]
+    context: usize,
+    /// Tokens per KV page.
+    #[arg(long, default_value_t = 16)]
+    page_tokens: usize,
+    /// KV pages in the pool; default: enough for two full contexts.
+    #[arg(long)]
+    pages: Option<usize>,
+    /// With --fault stale-pages: the prompt length, in tokens, above which writes are
+    /// skipped; default: half the context.
+    #[arg(long)]
+    stale_above: Option<usize>,
+    /// The model name to serve.
+    #[arg(long, default_value = "sim-1")]
+    model: String,
+    /// A tenant as LABEL=ENV: its API key is read from environment variable ENV.
+    /// Default: a=TENANTCHECK_KEY_A and b=TENANTCHECK_KEY_B, as in vendors/sim.toml.
+    #[arg(long = "tenant", value_name = "LABEL=ENV")]
+    tenants: Vec<String>,
+}
+
+const RUN_AFTER_HELP: &str = "\
+Exit codes: 0 all selected cases passed; 1 at least one failed; 2 usage, profile or
+harness error; 3 none failed but some were inconclusive.
+
+Examples:
+  tenantcheck run                                  # the embedded reference vendor
+  tenantcheck run --list
+  tenantcheck run --vendor vendors/my-vendor.toml --key keys/signing-key.pem isolation";
+
+/// clap's own default help layout, restored over libtest-mimic's.
+const HELP_TEMPLATE: &str =
+    "{before-help}{about-with-newline}\n{usage-heading} {usage}\n\n{all-args}{after-help}";
+
+fn main() -> ExitCode {
+    let command = Cli::command().mut_subcommand("run", |c| {
+        c.help_template(HELP_TEMPLATE).after_help(RUN_AFTER_HELP)
+    });
+    let matches = command.get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let code = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Sim(args) => sim(args),
+        Command::Keygen { out } => keygen(&out),
+        Command::Verify {
+            envelope,
+            key,
+            transcript,
+        } => verify(&envelope, &key, transcript.as_deref()),
+    };
+    ExitCode::from(code)
+}
+
+fn run(args: RunArgs) -> u8 {
+    let opts = RunOptions {
+        vendor: args.vendor,
+        out: args.out,
+        key: args.key,
+        suite: args.suite,
+        trials: args.trials,
+    };
+    match harness::run(opts, &mut std::io::stdout()) {
+        Ok(result) => result.exit_code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::SETUP_ERROR
+        }
+    }
+}
+
+fn sim(args: SimArgs) -> u8 {
+    let specs = if args.tenants.is_empty() {
+        vec![
+            "a=TENANTCHECK_KEY_A".to_owned(),
+            "b=TENANTCHECK_KEY_B".to_owned(),
+        ]
+    } else {
+        args.tenants
+    };
+    let mut tenants = Vec::new();
+    for spec in &specs {
+        let Some((label, env)) = spec.split_once('=') else {
+            eprintln!("error: --tenant {spec:?}: write LABEL=ENV, for example a=TENANTCHECK_KEY_A");
+            return exit::SETUP_ERROR;
+        };
+        match std::env::var(env) {
+            Ok(v) if !v.is_empty() => tenants.push((label.to_owned(), Secret::new(v))),
+            _ => {
+                eprintln!(
+                    "error: tenant {label}: environment variable {env} is not set; fix: export {env} with the key this tenant should use"
+                );
+                return exit::SETUP_ERROR;
+            }
+        }
+    }
+    if args.context < 64 || args.page_tokens == 0 {
+        eprintln!("error: --context must be at least 64 and --page-tokens at least 1");
+        return exit::SETUP_ERROR;
+    }
+    let config = SimConfig {
+        model: args.model,
+        context: args.context,
+        page_tokens: args.page_tokens,
+        pages: args.pages,
+        fault: args.fault,
+        stale_above: args.stale_above,
+        tenants,
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit::SETUP_ERROR;
+        }
+    };
+    runtime.block_on(async {
+        let summary = format!(
+            "model {}, context {}, {} pages of {} tokens, fault {}",
+            config.model,
+            config.context,
+            config.pages(),
+            config.page_tokens,
+            config.fault.map_or("none", Fault::name)
+        );
+        let server = match SimServer::start(config, args.listen).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: cannot listen on {}: {e}", args.listen);
+                return exit::SETUP_ERROR;
+            }
+        };
+        println!(
+            "tenantcheck sim: listening on {} ({summary})",
+            server.base_url()
+        );
+        let _ = std::io::stdout().flush();
+        tokio::select! {
+            r = server.wait() => match r {
+                Ok(()) => exit::SUCCESS,
+                Err(e) => { eprintln!("error: the server stopped: {e}"); exit::SETUP_ERROR }
+            },
+            _ = shutdown_signal() => exit::SUCCESS,
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn keygen(out: &Path) -> u8 {
+    match key::write_new_pair(out) {
+        Ok((k, private, public)) => {
+            println!("private key: {} (keep it private)", private.display());
+            println!("public key:  {}", public.display());
+            println!("key id:      {}", key::key_id(&k.verifying_key()));
+            exit::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::SETUP_ERROR
+        }
+    }
+}
+
+fn verify(envelope: &Path, key_path: &Path, transcript: Option<&Path>) -> u8 {
+    let bytes = match std::fs::read(envelope) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {}: {e}", envelope.display());
+            return exit::SETUP_ERROR;
+        }
+    };
+    let public = match key::read_public(key_path) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::SETUP_ERROR;
+        }
+    };
+    let beside = envelope
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(report::TRANSCRIPT_FILE);
+    let transcript_path = match transcript {
+        Some(p) => Some(p.to_owned()),
+        None => beside.exists().then_some(beside),
+    };
+    let transcript_bytes = match &transcript_path {
+        Some(p) => match std::fs::read(p) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("error: {}: {e}", p.display());
+                return exit::SETUP_ERROR;
+            }
+        },
+        None => None,
+    };
+    let result = report::verify(&bytes, &public, transcript_bytes.as_deref(), |check| {
+        println!("ok: {check}");
+    });
+    match result {
+        Ok(verified) => {
+            if verified.transcript().is_none() {
+                println!(
+                    "not checked: the transcript (none beside the envelope; pass --transcript FILE)"
+                );
+            }
+            let r = verified.report();
+            let t = r.totals;
+            println!(
+                "verified: {} signed by {}: verdict {} ({} passed, {} failed, {} inconclusive, {} skipped)",
+                envelope.display(),
+                verified.key_id(),
+                r.verdict.label(),
+                t.passed,
+                t.failed,
+                t.inconclusive,
+                t.skipped
+            );
+            exit::SUCCESS
+        }
+        Err(e) => {
+            println!("FAILED: {e}");
+            eprintln!("error: {} does not verify: {e}", envelope.display());
+            exit::FAILED
+        }
+    }
+}

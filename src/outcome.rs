@@ -1,0 +1,118 @@
+//! [`Outcome`]: what one run of one case concludes, with what it exercised and the
+//! findings that point at transcript entries.
+
+use crate::canary::Fragment;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The verdict on one case.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The case's condition was exercised and the vendor met the requirement.
+    Pass,
+    /// The vendor broke the requirement; the findings say how.
+    Fail,
+    /// The condition could not be reached (budget, refusals, errors); never a pass.
+    Inconclusive,
+    /// The case was not run (not selected, or disabled with a reason).
+    Skipped,
+}
+
+impl Verdict {
+    /// Upper-case name, for terminals.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Inconclusive => "INCONCLUSIVE",
+            Verdict::Skipped => "SKIPPED",
+        }
+    }
+}
+
+/// The result of running one case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Outcome {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One sentence on why, including what was exercised.
+    pub summary: String,
+    /// What was actually exercised.
+    pub coverage: Coverage,
+    /// What went wrong, each pointing at transcript entries.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+}
+
+impl Outcome {
+    /// A skipped case.
+    pub fn skipped(reason: impl Into<String>) -> Self {
+        Outcome {
+            verdict: Verdict::Skipped,
+            summary: reason.into(),
+            coverage: Coverage::default(),
+            findings: Vec::new(),
+        }
+    }
+}
+
+/// What a case exercised.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Coverage {
+    /// Requests sent (including retries and calibration).
+    pub requests: u64,
+    /// Prompt tokens sent, as the vendor counted them (estimated where it did not say).
+    pub prompt_tokens: u64,
+    /// Completion tokens received, as the vendor counted them.
+    pub completion_tokens: u64,
+    /// The longest prompt the vendor processed with success, in tokens.
+    pub max_prompt_tokens: u64,
+    /// The longest prompt the case aimed for, in tokens.
+    pub target_prompt_tokens: u64,
+}
+
+/// One thing the vendor did wrong (or, for [`FindingCode::ToolBug`], tenantcheck did).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Finding {
+    /// What kind of misbehaviour.
+    pub code: FindingCode,
+    /// A sentence a reviewer reads.
+    pub message: String,
+    /// For leaks: which canary, whose, where it was seeded and where it came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leak: Option<LeakEvidence>,
+}
+
+/// Named vendor misbehaviours; they double as finding codes in reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
+pub enum FindingCode {
+    /// A canary of one tenant appeared in a response to another tenant (T1).
+    CrossTenantCanary,
+    /// The probe itself failed: a bug in tenantcheck, not in the vendor.
+    ToolBug,
+}
+
+/// The evidence of a cross-tenant leak.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LeakEvidence {
+    /// The canary's id (`owner/case/index`); re-derivable from the run secret.
+    pub canary_id: String,
+    /// The tenant it was issued to.
+    pub owner: String,
+    /// The tenant whose response held it.
+    pub recipient: String,
+    /// Which part of it was found.
+    pub fragment: Fragment,
+    /// The matched text, as returned.
+    pub matched: String,
+    /// The response around the match.
+    pub excerpt: String,
+    /// Transcript sequence number of the request that seeded it.
+    pub seeded_in: Option<u64>,
+    /// Transcript sequence number of the exchange that returned it.
+    pub returned_in: u64,
+}

@@ -1,0 +1,432 @@
+//! `isolation.canary-residue` (T1): one tenant's canaries must never reach another
+//! tenant, at any prompt length up to the advertised context.
+//!
+//! For each tenant in turn as the *seeder*, with the next one as the *prober*, and for
+//! each length on the case's ladder (fractions of the usable context):
+//!
+//! 1. the seeder sends a prompt of about that length made of its own canary records,
+//!    so the vendor's caches and KV pages hold them;
+//! 2. the prober at once sends a prompt of the same length made of *its* canary
+//!    records, streaming on every other rung, so a mis-admitted request finds the
+//!    seeder's residue to read.
+//!
+//! Every response, the seeder's included, is scanned for canaries of any other tenant.
+//! Lengths are set for a tokenizer the suite does not know: one short calibration
+//! request gives the vendor's characters per token (from its `usage.prompt_tokens`),
+//! each processed prompt refines it, and a rung the vendor refuses as over its context is retried 10% shorter, up to
+//! three times.
+//!
+//! Verdicts: any foreign canary is a fail. Otherwise the case passes only when every
+//! prober had a prompt of at least `min_reach` of the top rung processed; else it is
+//! inconclusive, saying how far it got.
+
+use super::ParamsError;
+use crate::adapter::{ChatRequest, Exchange, Message};
+use crate::canary::Canary;
+use crate::outcome::{Coverage, Finding, FindingCode, LeakEvidence, Outcome, Verdict};
+use crate::scan::Scanner;
+use crate::session::{Sent, Session, SessionError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Parameters of `isolation.canary-residue`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CanaryResidueParams {
+    /// Prompt lengths, as fractions of the usable context (the advertised context less
+    /// `max_tokens` and a small margin), ascending, each in (0, 1].
+    #[serde(default = "default_lengths")]
+    pub lengths: Vec<f64>,
+    /// Tokens each request asks for.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// The share of the top rung every prober's prompt must reach for a pass.
+    #[serde(default = "default_min_reach")]
+    pub min_reach: f64,
+}
+
+fn default_lengths() -> Vec<f64> {
+    vec![0.02, 0.1, 0.3, 0.6, 1.0]
+}
+
+fn default_max_tokens() -> u32 {
+    96
+}
+
+fn default_min_reach() -> f64 {
+    0.8
+}
+
+impl CanaryResidueParams {
+    pub(super) fn validate(&self) -> Result<(), ParamsError> {
+        let invalid = |field, problem: String| Err(ParamsError::Invalid { field, problem });
+        if self.lengths.is_empty() {
+            return invalid("lengths", "is empty".into());
+        }
+        if self.lengths.iter().any(|&f| !(f > 0.0 && f <= 1.0)) {
+            return invalid("lengths", "every length must be in (0, 1]".into());
+        }
+        if self.lengths.windows(2).any(|w| w[0] >= w[1]) {
+            return invalid("lengths", "must be strictly ascending".into());
+        }
+        if self.max_tokens < 16 {
+            return invalid(
+                "max_tokens",
+                format!("is {}; ask for at least 16", self.max_tokens),
+            );
+        }
+        if !(self.min_reach > 0.0 && self.min_reach <= 1.0) {
+            return invalid("min_reach", "must be in (0, 1]".into());
+        }
+        Ok(())
+    }
+}
+
+/// Shown before the records; asks for the first record back, so that whatever the
+/// vendor's model reads comes back in the answer.
+const INSTRUCTION: &str = "We are filing the customer records below for our account. Please read back the first record exactly as written.\n\n";
+
+/// Tokens kept free for the chat template and the vendor's own additions.
+const TEMPLATE_MARGIN: u64 = 32;
+
+/// At most this many findings are itemised; the summary counts them all.
+const MAX_FINDINGS: usize = 25;
+
+/// Runs the probe.
+pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Session) -> Outcome {
+    let mut run = Run {
+        p,
+        case,
+        session,
+        canaries: Vec::new(),
+        scanner: Scanner::new(Vec::new()),
+        scanner_stale: false,
+        seeded_in: HashMap::new(),
+        next_index: BTreeMap::new(),
+        coverage: Coverage::default(),
+        leaks: Vec::new(),
+        leaked: BTreeSet::new(),
+        responses: 0,
+        notes: Vec::new(),
+        chars_per_token: 4.0,
+    };
+    match run.go().await {
+        Ok(reach) => run.conclude(reach),
+        Err(e) => {
+            let mut outcome = run.conclude(None);
+            if outcome.verdict != Verdict::Fail {
+                outcome.verdict = Verdict::Inconclusive;
+                outcome.summary = format!("stopped: {e}");
+            }
+            outcome
+        }
+    }
+}
+
+struct Run<'a> {
+    p: &'a CanaryResidueParams,
+    case: &'a str,
+    session: &'a Session,
+    canaries: Vec<Canary>,
+    scanner: Scanner,
+    scanner_stale: bool,
+    seeded_in: HashMap<String, u64>,
+    next_index: BTreeMap<String, u32>,
+    coverage: Coverage,
+    leaks: Vec<LeakEvidence>,
+    /// (canary id, recipient) pairs already reported.
+    leaked: BTreeSet<(String, String)>,
+    responses: u64,
+    notes: Vec<String>,
+    chars_per_token: f64,
+}
+
+/// How big a records prompt is made.
+#[derive(Clone, Copy)]
+enum PromptSize {
+    Records(usize),
+    Chars(usize),
+}
+
+/// How far each prober got: label → largest prompt processed on the top rung.
+type Reach = BTreeMap<String, u64>;
+
+impl Run<'_> {
+    async fn go(&mut self) -> Result<Option<Reach>, SessionError> {
+        let tenants: Vec<String> = self
+            .session
+            .tenant_labels()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        if !self.calibrate(&tenants[0]).await? {
+            return Ok(None);
+        }
+        let context = self.session.profile().context_window;
+        let usable = context.saturating_sub(u64::from(self.p.max_tokens) + TEMPLATE_MARGIN);
+        let targets: Vec<u64> = self
+            .p
+            .lengths
+            .iter()
+            .map(|f| ((f * usable as f64) as u64).max(64))
+            .collect();
+        self.coverage.target_prompt_tokens = *targets.last().expect("lengths is not empty");
+        let mut reach = Reach::new();
+        for (i, seeder) in tenants.iter().enumerate() {
+            let prober = &tenants[(i + 1) % tenants.len()];
+            for (rung, &target) in targets.iter().enumerate() {
+                self.send_records(seeder, target, false).await?;
+                let got = self.send_records(prober, target, rung % 2 == 1).await?;
+                if rung + 1 == targets.len() {
+                    reach.insert(prober.clone(), got.unwrap_or(0));
+                }
+            }
+        }
+        Ok(Some(reach))
+    }
+
+    /// One short request to learn the vendor's characters per token.
+    async fn calibrate(&mut self, tenant: &str) -> Result<bool, SessionError> {
+        let (prompt, canaries) = self.prompt(tenant, PromptSize::Records(2));
+        let sent = self.send(tenant, &prompt, &canaries, false).await?;
+        let ex = &sent.exchange;
+        if !ex.is_success() {
+            self.notes.push(format!(
+                "the calibration request failed ({}), transcript #{}",
+                describe(ex),
+                sent.seq
+            ));
+            return Ok(false);
+        }
+        match ex.usage {
+            Some(u) if u.prompt_tokens > 0 => {
+                self.chars_per_token = prompt.len() as f64 / u.prompt_tokens as f64;
+            }
+            _ => self.notes.push(
+                "the vendor reports no usage: lengths are estimated at 4 characters per token"
+                    .into(),
+            ),
+        }
+        Ok(true)
+    }
+
+    /// Sends a records prompt of about `target` tokens as `tenant`; returns the prompt
+    /// tokens processed, or `None` when the vendor did not process it.
+    async fn send_records(
+        &mut self,
+        tenant: &str,
+        target: u64,
+        stream: bool,
+    ) -> Result<Option<u64>, SessionError> {
+        let mut target = target;
+        for _ in 0..4 {
+            let chars = (target as f64 * self.chars_per_token) as usize;
+            let (prompt, canaries) = self.prompt(tenant, PromptSize::Chars(chars));
+            let sent = self.send(tenant, &prompt, &canaries, stream).await?;
+            let ex = &sent.exchange;
+            if ex.is_success() {
+                let tokens = match ex.usage {
+                    Some(u) if u.prompt_tokens > 0 => {
+                        // Longer prompts calibrate better: the template's overhead counts less.
+                        self.chars_per_token = prompt.len() as f64 / u.prompt_tokens as f64;
+                        u.prompt_tokens
+                    }
+                    _ => (prompt.len() as f64 / self.chars_per_token) as u64,
+                };
+                self.coverage.max_prompt_tokens = self.coverage.max_prompt_tokens.max(tokens);
+                return Ok(Some(tokens));
+            }
+            if !is_over_context(ex) {
+                self.notes.push(format!(
+                    "tenant {tenant}: a {target}-token prompt was not processed ({}), transcript #{}",
+                    describe(ex),
+                    sent.seq
+                ));
+                return Ok(None);
+            }
+            target = target * 9 / 10;
+        }
+        self.notes.push(format!(
+            "tenant {tenant}: prompts were still refused as over the context at {target} tokens"
+        ));
+        Ok(None)
+    }
+
+    /// A prompt of fresh canary records of `tenant`: `records` of them, or as many as
+    /// make about `chars` characters.
+    fn prompt(&mut self, tenant: &str, size: PromptSize) -> (String, Vec<Canary>) {
+        let next = self.next_index.entry(tenant.to_owned()).or_insert(0);
+        let mut prompt = String::from(INSTRUCTION);
+        let mut canaries = Vec::new();
+        loop {
+            let enough = match size {
+                PromptSize::Records(n) => canaries.len() >= n,
+                PromptSize::Chars(n) => prompt.len() >= n && !canaries.is_empty(),
+            };
+            if enough {
+                break;
+            }
+            let c = self.session.secret().canary(tenant, self.case, *next);
+            *next += 1;
+            prompt.push_str(&c.record());
+            prompt.push('\n');
+            canaries.push(c);
+        }
+        self.canaries.extend(canaries.iter().cloned());
+        self.scanner_stale = true;
+        (prompt, canaries)
+    }
+
+    /// Sends, records, and scans the answer for other tenants' canaries.
+    async fn send(
+        &mut self,
+        tenant: &str,
+        prompt: &str,
+        canaries: &[Canary],
+        stream: bool,
+    ) -> Result<Sent, SessionError> {
+        let request = ChatRequest {
+            messages: vec![Message::user(prompt)],
+            max_tokens: self.p.max_tokens,
+            stream,
+        };
+        let sent = self.session.chat(self.case, tenant, &request).await?;
+        let ex = &sent.exchange;
+        self.coverage.requests += 1;
+        if ex.is_success() {
+            if let Some(u) = ex.usage {
+                self.coverage.prompt_tokens += u.prompt_tokens;
+                self.coverage.completion_tokens += u.completion_tokens;
+            }
+        }
+        for c in canaries {
+            self.seeded_in.insert(c.id.clone(), sent.seq);
+        }
+        if self.scanner_stale {
+            self.scanner = Scanner::new(self.canaries.clone());
+            self.scanner_stale = false;
+        }
+        if ex.status.is_some() {
+            self.responses += 1;
+        }
+        for hit in self.scanner.scan(&ex.returned_text(), tenant) {
+            if self
+                .leaked
+                .insert((hit.canary.id.clone(), tenant.to_owned()))
+            {
+                self.leaks.push(LeakEvidence {
+                    seeded_in: self.seeded_in.get(&hit.canary.id).copied(),
+                    canary_id: hit.canary.id,
+                    owner: hit.canary.owner,
+                    recipient: tenant.to_owned(),
+                    fragment: hit.fragment,
+                    matched: hit.matched,
+                    excerpt: hit.excerpt,
+                    returned_in: sent.seq,
+                });
+            }
+        }
+        Ok(sent)
+    }
+
+    fn conclude(self, reach: Option<Reach>) -> Outcome {
+        let c = self.coverage;
+        let context = self.session.profile().context_window;
+        let exercised = format!(
+            "{} requests, {} prompt tokens, longest prompt {} tokens ({:.0}% of the advertised {context})",
+            c.requests,
+            c.prompt_tokens,
+            c.max_prompt_tokens,
+            100.0 * c.max_prompt_tokens as f64 / context as f64
+        );
+        if !self.leaks.is_empty() {
+            let responses: BTreeSet<u64> = self.leaks.iter().map(|l| l.returned_in).collect();
+            let first = &self.leaks[0];
+            let summary = format!(
+                "{} canaries of other tenants came back in {} responses; first: tenant {}'s {} (seeded in #{}) in the response to tenant {} (#{}); {exercised}",
+                self.leaks.len(),
+                responses.len(),
+                first.owner,
+                first.canary_id,
+                first.seeded_in.map_or("?".into(), |s| s.to_string()),
+                first.recipient,
+                first.returned_in,
+            );
+            let findings = self
+                .leaks
+                .into_iter()
+                .take(MAX_FINDINGS)
+                .map(|l| Finding {
+                    code: FindingCode::CrossTenantCanary,
+                    message: format!(
+                        "the response to tenant {} (transcript #{}) holds tenant {}'s canary {} ({:?}: {:?})",
+                        l.recipient, l.returned_in, l.owner, l.canary_id, l.fragment, l.matched
+                    ),
+                    leak: Some(l),
+                })
+                .collect();
+            return Outcome {
+                verdict: Verdict::Fail,
+                summary,
+                coverage: c,
+                findings,
+            };
+        }
+        let short: Vec<String> = match &reach {
+            None => vec!["the ladder was not run".into()],
+            Some(r) => r
+                .iter()
+                .filter(|&(_, &got)| {
+                    (got as f64) < self.p.min_reach * c.target_prompt_tokens as f64
+                })
+                .map(|(t, got)| {
+                    format!(
+                        "tenant {t} reached {got} of {} tokens",
+                        c.target_prompt_tokens
+                    )
+                })
+                .collect(),
+        };
+        if short.is_empty() {
+            Outcome {
+                verdict: Verdict::Pass,
+                summary: format!(
+                    "no canary of another tenant in {} responses; {exercised}",
+                    self.responses
+                ),
+                coverage: c,
+                findings: Vec::new(),
+            }
+        } else {
+            let mut why = short;
+            why.extend(self.notes);
+            Outcome {
+                verdict: Verdict::Inconclusive,
+                summary: format!(
+                    "no foreign canary seen, but the condition was not reached: {}; {exercised}",
+                    why.join("; ")
+                ),
+                coverage: c,
+                findings: Vec::new(),
+            }
+        }
+    }
+}
+
+fn is_over_context(ex: &Exchange) -> bool {
+    matches!(ex.status, Some(400 | 413 | 422))
+        && ex.api_error.as_ref().is_some_and(|e| {
+            e.code.as_deref() == Some("context_length_exceeded")
+                || e.message.to_lowercase().contains("context")
+        })
+}
+
+fn describe(ex: &Exchange) -> String {
+    match (&ex.transport_error, ex.status, &ex.api_error) {
+        (Some(t), _, _) => format!("transport error: {t}"),
+        (None, Some(s), Some(e)) => format!("HTTP {s}: {}", e.message),
+        (None, Some(s), None) => format!("HTTP {s}"),
+        (None, None, _) => "no answer".into(),
+    }
+}

@@ -1,0 +1,402 @@
+//! [`Report`]: the signed evidence of a run, and [`verify`], the only way to obtain a
+//! [`VerifiedReport`].
+//!
+//! A report holds the verdicts, what each case exercised, the findings, the suite's
+//! digest and files, the vendor profile (which holds no secret: tenants name
+//! environment variables), the run secret's commitment and the revealed secret, the
+//! transcript's digest and length, and the run's times. It travels as the predicate of
+//! an in-toto Statement v1 whose subject is the transcript, inside a DSSE envelope
+//! signed with ed25519 (see [`dsse`] and [`key`]). The format is described in
+//! `reports/README.md`.
+
+pub mod dsse;
+pub mod key;
+
+use crate::canary::RunSecret;
+use crate::outcome::{Outcome, Verdict};
+use crate::suite::{Severity, Threat};
+use crate::transcript::{ChainError, TranscriptSummary, verify_chain};
+use crate::vendor::VendorProfile;
+use dsse::{Envelope, PAYLOAD_TYPE};
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The report format's version.
+///
+/// Changelog:
+/// - 1: first format.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The in-toto Statement type.
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+
+/// The predicate type of a tenantcheck report.
+pub const PREDICATE_TYPE: &str = "urn:tenantcheck:report:v1";
+
+/// The transcript's name in the statement's subject and in the run folder.
+pub const TRANSCRIPT_FILE: &str = "transcript.jsonl";
+
+/// The envelope's name in the run folder.
+pub const ENVELOPE_FILE: &str = "report.dsse.json";
+
+/// The evidence of one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// [`FORMAT_VERSION`] of the tool that wrote it.
+    pub format_version: u32,
+    /// The tool and its version.
+    pub tool: ToolInfo,
+    /// When the run started (RFC 3339).
+    pub started_at: String,
+    /// When the run ended (RFC 3339).
+    pub finished_at: String,
+    /// The overall verdict: fail if any case failed, else inconclusive if any was,
+    /// else pass.
+    pub verdict: Verdict,
+    /// Cases by verdict.
+    pub totals: Totals,
+    /// The vendor as profiled (no secrets).
+    pub vendor: VendorRecord,
+    /// The suite that ran.
+    pub suite: SuiteRecord,
+    /// The run secret: its commitment (in the transcript's first line, before any
+    /// request) and, revealed after the run, the secret itself.
+    pub run_secret: RunSecretRecord,
+    /// The transcript this report rests on.
+    pub transcript: TranscriptRecord,
+    /// One entry per case of the suite, in id order.
+    pub cases: Vec<CaseReport>,
+}
+
+/// The tool that wrote a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolInfo {
+    /// `tenantcheck`.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// Cases by verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Totals {
+    /// Passed.
+    pub passed: u32,
+    /// Failed.
+    pub failed: u32,
+    /// Inconclusive.
+    pub inconclusive: u32,
+    /// Skipped.
+    pub skipped: u32,
+}
+
+/// The vendor as it was profiled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VendorRecord {
+    /// Where the profile came from: a path, or `embedded` for the built-in
+    /// reference vendor.
+    pub source: String,
+    /// SHA-256 of the profile file, when it came from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_sha256: Option<String>,
+    /// The profile, as used (for the embedded vendor, with its in-process URL).
+    pub profile: VendorProfile,
+}
+
+/// The suite that ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SuiteRecord {
+    /// SHA-256 of the suite's canonical form.
+    pub digest: String,
+    /// Each case file and its SHA-256.
+    pub files: Vec<SuiteFile>,
+}
+
+/// One suite file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SuiteFile {
+    /// The case's id.
+    pub id: String,
+    /// The file, relative to the suite folder.
+    pub path: String,
+    /// SHA-256 of its bytes.
+    pub sha256: String,
+}
+
+/// The run secret, committed and revealed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunSecretRecord {
+    /// SHA-256 commitment, recorded before the first request.
+    pub commitment: String,
+    /// The secret in hex, revealed after the run; every canary derives from it.
+    pub revealed: String,
+}
+
+/// The transcript a report rests on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TranscriptRecord {
+    /// Its file name in the run folder.
+    pub file: String,
+    /// Its digest and length.
+    #[serde(flatten)]
+    pub summary: TranscriptSummary,
+}
+
+/// One case's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CaseReport {
+    /// The case's id.
+    pub id: String,
+    /// The threat it covers.
+    pub threat: Threat,
+    /// How bad a failure is.
+    pub severity: Severity,
+    /// The requirement it checks.
+    pub requirement: String,
+    /// The probe that ran it.
+    pub probe: String,
+    /// What it concluded.
+    pub outcome: Outcome,
+}
+
+impl Report {
+    /// Counts verdicts and sets `totals` and `verdict` from `cases`.
+    pub fn tally(&mut self) {
+        let mut t = Totals::default();
+        for c in &self.cases {
+            match c.outcome.verdict {
+                Verdict::Pass => t.passed += 1,
+                Verdict::Fail => t.failed += 1,
+                Verdict::Inconclusive => t.inconclusive += 1,
+                Verdict::Skipped => t.skipped += 1,
+            }
+        }
+        self.totals = t;
+        self.verdict = if t.failed > 0 {
+            Verdict::Fail
+        } else if t.inconclusive > 0 {
+            Verdict::Inconclusive
+        } else if t.passed > 0 {
+            Verdict::Pass
+        } else {
+            Verdict::Skipped
+        };
+    }
+
+    /// Wraps the report in an in-toto Statement about the transcript and signs it.
+    pub fn sign(&self, key: &SigningKey) -> Envelope {
+        let statement = Statement {
+            type_: STATEMENT_TYPE.into(),
+            subject: vec![Subject {
+                name: self.transcript.file.clone(),
+                digest: BTreeMap::from([(
+                    "sha256".to_owned(),
+                    self.transcript.summary.sha256.clone(),
+                )]),
+            }],
+            predicate_type: PREDICATE_TYPE.into(),
+            predicate: self.clone(),
+        };
+        let payload = serde_json::to_vec(&statement).expect("reports serialise");
+        Envelope::sign(PAYLOAD_TYPE, &payload, key)
+    }
+}
+
+/// An in-toto Statement v1 carrying a report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Statement {
+    #[serde(rename = "_type")]
+    type_: String,
+    subject: Vec<Subject>,
+    #[serde(rename = "predicateType")]
+    predicate_type: String,
+    predicate: Report,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Subject {
+    name: String,
+    digest: BTreeMap<String, String>,
+}
+
+/// A report whose signature, statement and (when given) transcript were checked.
+/// Only [`verify`] makes one.
+#[derive(Clone, Debug)]
+pub struct VerifiedReport {
+    report: Report,
+    key_id: String,
+    transcript: Option<TranscriptSummary>,
+}
+
+impl VerifiedReport {
+    /// The report.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// The id of the key that signed it.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+
+    /// The transcript's summary, when the transcript was checked.
+    pub fn transcript(&self) -> Option<&TranscriptSummary> {
+        self.transcript.as_ref()
+    }
+}
+
+/// Why a report did not verify.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// The file is not a DSSE envelope.
+    #[error("not a DSSE envelope: {0}")]
+    Envelope(#[source] serde_json::Error),
+    /// The envelope's payload type is not an in-toto Statement.
+    #[error("payloadType is {found:?}, expected {PAYLOAD_TYPE:?}")]
+    PayloadType {
+        /// The type found.
+        found: String,
+    },
+    /// The payload or a signature is not base64.
+    #[error("the {0} is not base64")]
+    Base64(&'static str),
+    /// No signature carries the given key's id.
+    #[error("no signature by key {key_id} (signatures by: {})", if found.is_empty() { "none".to_owned() } else { found.join(", ") })]
+    NoSignatureForKey {
+        /// The given key's id.
+        key_id: String,
+        /// The key ids of the signatures present.
+        found: Vec<String>,
+    },
+    /// The signature does not match the payload: it was changed, or signed by
+    /// another key.
+    #[error("the signature by key {key_id} does not match the payload: the envelope was changed")]
+    BadSignature {
+        /// The key id.
+        key_id: String,
+    },
+    /// The payload is not an in-toto Statement v1 holding a report.
+    #[error("the payload is not an in-toto Statement v1 with a tenantcheck report: {0}")]
+    Statement(String),
+    /// The statement names no transcript subject.
+    #[error("the statement has no subject {TRANSCRIPT_FILE:?} with a sha256 digest")]
+    NoTranscriptSubject,
+    /// The transcript's digest is not the one signed.
+    #[error(
+        "the transcript's SHA-256 is {actual}, the signed report says {expected}: the transcript was changed"
+    )]
+    TranscriptDigest {
+        /// The signed digest.
+        expected: String,
+        /// The digest of the file given.
+        actual: String,
+    },
+    /// The transcript's hash chain is broken.
+    #[error("transcript: {0}")]
+    TranscriptChain(#[source] ChainError),
+    /// The transcript's length is not the one signed.
+    #[error("the transcript has {actual} lines, the signed report says {expected}")]
+    TranscriptLines {
+        /// Lines signed.
+        expected: u64,
+        /// Lines found.
+        actual: u64,
+    },
+    /// The revealed run secret does not match its commitment.
+    #[error("the revealed run secret does not match its commitment")]
+    SecretCommitment,
+}
+
+/// Verifies an envelope with `key` and, when given, the transcript it rests on.
+/// `on_check` is told each check that held, in order, as one line.
+pub fn verify(
+    envelope: &[u8],
+    key: &VerifyingKey,
+    transcript: Option<&[u8]>,
+    mut on_check: impl FnMut(String),
+) -> Result<VerifiedReport, VerifyError> {
+    let env: Envelope = serde_json::from_slice(envelope).map_err(VerifyError::Envelope)?;
+    if env.payload_type != PAYLOAD_TYPE {
+        return Err(VerifyError::PayloadType {
+            found: env.payload_type,
+        });
+    }
+    on_check(format!("DSSE envelope, payloadType {PAYLOAD_TYPE}"));
+    let payload = env.verified_payload(key)?;
+    let key_id = key::key_id(key);
+    on_check(format!("ed25519 signature by key {key_id}"));
+    let statement: Statement =
+        serde_json::from_slice(&payload).map_err(|e| VerifyError::Statement(e.to_string()))?;
+    if statement.type_ != STATEMENT_TYPE {
+        return Err(VerifyError::Statement(format!(
+            "_type is {:?}",
+            statement.type_
+        )));
+    }
+    if statement.predicate_type != PREDICATE_TYPE {
+        return Err(VerifyError::Statement(format!(
+            "predicateType is {:?}",
+            statement.predicate_type
+        )));
+    }
+    let report = statement.predicate;
+    if report.format_version != FORMAT_VERSION {
+        return Err(VerifyError::Statement(format!(
+            "report format {} (this tool reads {FORMAT_VERSION})",
+            report.format_version
+        )));
+    }
+    let subject = statement
+        .subject
+        .iter()
+        .find(|s| s.name == report.transcript.file)
+        .and_then(|s| s.digest.get("sha256"))
+        .filter(|d| **d == report.transcript.summary.sha256)
+        .ok_or(VerifyError::NoTranscriptSubject)?;
+    on_check(format!(
+        "in-toto Statement v1, predicate {PREDICATE_TYPE} format {FORMAT_VERSION}, subject {} sha256 {subject}",
+        report.transcript.file
+    ));
+    let revealed =
+        RunSecret::from_hex(&report.run_secret.revealed).ok_or(VerifyError::SecretCommitment)?;
+    if revealed.commitment() != report.run_secret.commitment {
+        return Err(VerifyError::SecretCommitment);
+    }
+    on_check("the revealed run secret matches its commitment".to_owned());
+    let transcript = match transcript {
+        None => None,
+        Some(bytes) => {
+            let actual = crate::sha256_hex(bytes);
+            if actual != *subject {
+                return Err(VerifyError::TranscriptDigest {
+                    expected: subject.clone(),
+                    actual,
+                });
+            }
+            on_check(format!(
+                "transcript SHA-256 matches the signed subject ({actual})"
+            ));
+            let summary = verify_chain(bytes).map_err(VerifyError::TranscriptChain)?;
+            if summary.lines != report.transcript.summary.lines {
+                return Err(VerifyError::TranscriptLines {
+                    expected: report.transcript.summary.lines,
+                    actual: summary.lines,
+                });
+            }
+            on_check(format!(
+                "transcript hash chain intact over {} lines",
+                summary.lines
+            ));
+            Some(summary)
+        }
+    };
+    Ok(VerifiedReport {
+        report,
+        key_id,
+        transcript,
+    })
+}

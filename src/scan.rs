@@ -1,0 +1,198 @@
+//! [`Scanner`]: finds canaries of one tenant in text returned to another.
+//!
+//! All patterns are matched at once (Aho–Corasick, leftmost-longest) over a
+//! normalised view of the text: each character is folded by Unicode compatibility
+//! decomposition (the NFKC/NFKD folding: full-width digits, ligatures and styled
+//! letters become plain ones), lowercased, and only letters and digits are kept. So
+//! `3391-0048-2215`, `３３９１ ００４８ ２２１５` and `MARIA.KELLER48213 @ POSTEO.DE` all
+//! match, while the mapping back to the original text keeps the excerpt exact.
+//!
+//! A canary is reported once per scan, by its most complete fragment: the whole
+//! record, else the e-mail address, else the account number.
+
+use crate::canary::{Canary, Fragment};
+use aho_corasick::{AhoCorasick, MatchKind};
+
+/// Characters of context kept on each side of a match in an excerpt.
+const EXCERPT_CONTEXT: usize = 80;
+
+/// Finds canaries in text.
+#[derive(Clone, Debug)]
+pub struct Scanner {
+    canaries: Vec<Canary>,
+    matcher: Option<AhoCorasick>,
+    /// For each pattern: the canary's index and the fragment.
+    patterns: Vec<(usize, Fragment)>,
+}
+
+/// One canary found in text returned to a tenant that does not own it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// The canary found.
+    pub canary: Canary,
+    /// The most complete fragment of it that was found.
+    pub fragment: Fragment,
+    /// The matched text, as it stands in the original.
+    pub matched: String,
+    /// The match with some context around it.
+    pub excerpt: String,
+}
+
+impl Scanner {
+    /// A scanner for these canaries.
+    pub fn new(canaries: Vec<Canary>) -> Self {
+        let mut patterns = Vec::new();
+        let mut texts = Vec::new();
+        for (i, c) in canaries.iter().enumerate() {
+            for (fragment, text) in c.fragments() {
+                let (skeleton, _) = normalise(&text);
+                texts.push(skeleton);
+                patterns.push((i, fragment));
+            }
+        }
+        let matcher = (!texts.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&texts)
+                .expect("canary patterns are plain strings")
+        });
+        Scanner {
+            canaries,
+            matcher,
+            patterns,
+        }
+    }
+
+    /// How many canaries it looks for.
+    pub fn len(&self) -> usize {
+        self.canaries.len()
+    }
+
+    /// Whether it looks for none.
+    pub fn is_empty(&self) -> bool {
+        self.canaries.is_empty()
+    }
+
+    /// Canaries not owned by `recipient` found in `text`, one hit per canary.
+    pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
+        let Some(matcher) = &self.matcher else {
+            return Vec::new();
+        };
+        let (skeleton, spans) = normalise(text);
+        let mut best: Vec<Option<(Fragment, usize, usize)>> = vec![None; self.canaries.len()];
+        for m in matcher.find_iter(&skeleton) {
+            let (ci, fragment) = self.patterns[m.pattern().as_usize()];
+            if self.canaries[ci].owner == recipient {
+                continue;
+            }
+            let start = spans[m.start()].0;
+            let end = spans[m.end() - 1].1;
+            if best[ci].is_none_or(|(f, _, _)| fragment > f) {
+                best[ci] = Some((fragment, start, end));
+            }
+        }
+        best.into_iter()
+            .enumerate()
+            .filter_map(|(ci, b)| {
+                let (fragment, start, end) = b?;
+                Some(Hit {
+                    canary: self.canaries[ci].clone(),
+                    fragment,
+                    matched: text[start..end].to_owned(),
+                    excerpt: excerpt(text, start, end),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The normalised view of `text`, and for each of its bytes the span of the original
+/// character it came from.
+fn normalise(text: &str) -> (String, Vec<(usize, usize)>) {
+    let mut skeleton = String::with_capacity(text.len());
+    let mut spans = Vec::with_capacity(text.len());
+    for (at, ch) in text.char_indices() {
+        let span = (at, at + ch.len_utf8());
+        let mut keep = |c: char| {
+            for lc in c.to_lowercase() {
+                if lc.is_alphanumeric() {
+                    skeleton.push(lc);
+                    spans.extend(std::iter::repeat_n(span, lc.len_utf8()));
+                }
+            }
+        };
+        if ch.is_ascii() {
+            keep(ch);
+        } else {
+            unicode_normalization::char::decompose_compatible(ch, keep);
+        }
+    }
+    (skeleton, spans)
+}
+
+fn excerpt(text: &str, start: usize, end: usize) -> String {
+    let mut from = start.saturating_sub(EXCERPT_CONTEXT);
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    let mut to = (end + EXCERPT_CONTEXT).min(text.len());
+    while !text.is_char_boundary(to) {
+        to += 1;
+    }
+    text[from..to].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canary::RunSecret;
+
+    fn setup() -> (Canary, Canary, Scanner) {
+        let s = RunSecret::generate();
+        let a = s.canary("a", "t", 0);
+        let b = s.canary("b", "t", 0);
+        (a.clone(), b.clone(), Scanner::new(vec![a, b]))
+    }
+
+    #[test]
+    fn finds_a_whole_record_of_another_tenant_only() {
+        let (a, _, scanner) = setup();
+        let text = format!("Sure! {} Anything else?", a.record());
+        let hits = scanner.scan(&text, "b");
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].canary, a);
+        assert_eq!(hits[0].fragment, Fragment::Record);
+        assert_eq!(hits[0].matched, a.record());
+        assert!(
+            scanner.scan(&text, "a").is_empty(),
+            "a tenant's own canary is no leak"
+        );
+    }
+
+    #[test]
+    fn finds_fragments_after_normalisation() {
+        let (a, _, scanner) = setup();
+        let digits: String = a.account.chars().filter(char::is_ascii_digit).collect();
+        let fullwidth: String = digits
+            .chars()
+            .map(|c| char::from_u32(c as u32 - '0' as u32 + 0xFF10).unwrap())
+            .collect();
+        for text in [
+            format!("acct {}", a.account.replace(' ', "-")),
+            format!("number: {fullwidth}."),
+            format!("write to {}", a.email.to_uppercase().replace('@', " @ ")),
+        ] {
+            let hits = scanner.scan(&text, "b");
+            assert_eq!(hits.len(), 1, "{text}");
+            assert_ne!(hits[0].fragment, Fragment::Record);
+            assert!(hits[0].excerpt.contains(&hits[0].matched));
+        }
+    }
+
+    #[test]
+    fn ordinary_text_and_names_alone_are_not_hits() {
+        let (a, _, scanner) = setup();
+        let text = format!("{} called about an account. Numbers 1234 5678.", a.name);
+        assert!(scanner.scan(&text, "b").is_empty());
+    }
+}

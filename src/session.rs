@@ -1,0 +1,126 @@
+//! [`Session`]: one run's connection to one vendor: the adapter, the tenants'
+//! credentials, the transcript, and the concurrency limit.
+//!
+//! Probes send every request through a session, so every request is recorded, no
+//! probe ever holds a credential, and the profile's `max_concurrency` holds across all
+//! cases running at once.
+
+use crate::adapter::{ChatRequest, Exchange, Provider};
+use crate::canary::RunSecret;
+use crate::transcript::Transcript;
+use crate::vendor::{TenantKey, VendorProfile};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// A run's connection to a vendor.
+pub struct Session {
+    profile: VendorProfile,
+    provider: Arc<dyn Provider>,
+    tenants: Vec<TenantKey>,
+    transcript: Arc<Transcript>,
+    secret: RunSecret,
+    in_flight: Semaphore,
+}
+
+/// An exchange as recorded: its transcript sequence number and the exchange.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    /// Its line in the transcript.
+    pub seq: u64,
+    /// What was sent and received.
+    pub exchange: Exchange,
+}
+
+/// A request that could not be made or recorded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// A probe named a tenant the profile does not have (a bug in tenantcheck).
+    #[error("bug in tenantcheck: no tenant labelled {0:?}")]
+    UnknownTenant(String),
+    /// The transcript could not be written: without evidence, nothing may be judged.
+    #[error("cannot write the transcript: {0}")]
+    Transcript(#[from] std::io::Error),
+}
+
+impl Session {
+    /// A session over `provider` with these tenants, recording into `transcript`.
+    pub fn new(
+        profile: VendorProfile,
+        provider: Arc<dyn Provider>,
+        tenants: Vec<TenantKey>,
+        transcript: Arc<Transcript>,
+        secret: RunSecret,
+    ) -> Self {
+        let permits = profile.max_concurrency as usize;
+        Session {
+            profile,
+            provider,
+            tenants,
+            transcript,
+            secret,
+            in_flight: Semaphore::new(permits),
+        }
+    }
+
+    /// The vendor profile.
+    pub fn profile(&self) -> &VendorProfile {
+        &self.profile
+    }
+
+    /// The run secret, from which probes derive canaries.
+    pub fn secret(&self) -> &RunSecret {
+        &self.secret
+    }
+
+    /// The tenants' labels, in profile order.
+    pub fn tenant_labels(&self) -> Vec<&str> {
+        self.tenants.iter().map(|t| t.label.as_str()).collect()
+    }
+
+    /// Sends a chat request as `tenant` and records it under `case`.
+    pub async fn chat(
+        &self,
+        case: &str,
+        tenant: &str,
+        request: &ChatRequest,
+    ) -> Result<Sent, SessionError> {
+        let key = self.key(tenant)?;
+        let exchange = {
+            let _permit = self
+                .in_flight
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
+            self.provider.chat(&key.secret, request).await
+        };
+        self.record(case, tenant, exchange)
+    }
+
+    /// Lists models as `tenant` (a credential check) and records it under `case`.
+    pub async fn list_models(&self, case: &str, tenant: &str) -> Result<Sent, SessionError> {
+        let key = self.key(tenant)?;
+        let exchange = {
+            let _permit = self
+                .in_flight
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
+            self.provider.list_models(&key.secret).await
+        };
+        self.record(case, tenant, exchange)
+    }
+
+    /// The tenant's key, for messages (the variable's name) and requests.
+    pub fn key(&self, tenant: &str) -> Result<&TenantKey, SessionError> {
+        self.tenants
+            .iter()
+            .find(|t| t.label == tenant)
+            .ok_or_else(|| SessionError::UnknownTenant(tenant.to_owned()))
+    }
+
+    fn record(&self, case: &str, tenant: &str, exchange: Exchange) -> Result<Sent, SessionError> {
+        let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
+        Ok(Sent { seq, exchange })
+    }
+}

@@ -1,0 +1,156 @@
+//! [`SimServer`]: the reference vendor, an OpenAI-compatible server with tenants, a
+//! paged KV pool, a toy model, and injectable faults.
+//!
+//! It is the suite's own test bed and the embedded default target of
+//! `tenantcheck run`. Its parts:
+//!
+//! - [`tokenizer`]: a documented toy tokenizer; usage counts come from it;
+//! - [`kv`]: a paged KV pool whose freed pages are reused without being cleared;
+//! - [`model`]: a toy model that answers only from the KV pages its request holds;
+//! - the engine, which admits requests, writes and reads pages and runs the model;
+//! - the HTTP front end: `GET /v1/models`, `POST /v1/chat/completions` (streaming and
+//!   not), bearer keys mapped to tenants, OpenAI-style error bodies.
+//!
+//! A leak in the sim is never printed on purpose: it happens only when a fault makes
+//! the engine skip a write, so that the model reads what earlier requests left in
+//! the pages.
+
+mod engine;
+pub mod kv;
+pub mod model;
+mod server;
+pub mod tokenizer;
+
+pub use engine::{Engine, EngineError, Generation};
+
+use crate::credential::Secret;
+use std::net::SocketAddr;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A fault the reference vendor can be told to have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Requests whose prompt is longer than `--stale-above` tokens (default: half the
+    /// context) are admitted without their prompt being written into their KV pages,
+    /// as a mis-admitted request would be; the model then reads whatever earlier
+    /// requests, of any tenant, left in those pages.
+    StalePages,
+}
+
+impl Fault {
+    /// The fault's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::StalePages => "stale-pages",
+        }
+    }
+}
+
+/// How the reference vendor is set up.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The one model it serves.
+    pub model: String,
+    /// The context window it enforces, in tokens (prompt plus completion).
+    pub context: usize,
+    /// Tokens per KV page.
+    pub page_tokens: usize,
+    /// KV pages in the pool; `None`: enough for two full contexts.
+    pub pages: Option<usize>,
+    /// The injected fault, if any.
+    pub fault: Option<Fault>,
+    /// The prompt length above which `stale-pages` skips writes; `None`: half the
+    /// context.
+    pub stale_above: Option<usize>,
+    /// Tenants: label and API key.
+    pub tenants: Vec<(String, Secret)>,
+}
+
+impl SimConfig {
+    /// A healthy sim with these tenants and the defaults: model `sim-1`, 8,192-token
+    /// context, 16-token pages, a pool for two full contexts.
+    pub fn new(tenants: Vec<(String, Secret)>) -> Self {
+        SimConfig {
+            model: "sim-1".into(),
+            context: 8192,
+            page_tokens: 16,
+            pages: None,
+            fault: None,
+            stale_above: None,
+            tenants,
+        }
+    }
+
+    /// KV pages in the pool.
+    pub fn pages(&self) -> usize {
+        self.pages
+            .unwrap_or_else(|| (2 * self.context).div_ceil(self.page_tokens))
+    }
+
+    /// The prompt length above which `stale-pages` applies.
+    pub fn stale_above(&self) -> usize {
+        self.stale_above.unwrap_or(self.context / 2)
+    }
+}
+
+/// A running reference vendor.
+#[derive(Debug)]
+pub struct SimServer {
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl SimServer {
+    /// Binds `listen` (port 0 picks a free port) and starts serving in the background.
+    pub async fn start(config: SimConfig, listen: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = oneshot::channel();
+        let app = server::router(config);
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await
+        });
+        Ok(SimServer {
+            addr,
+            shutdown: Some(tx),
+            task,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL of its API (`http://ADDR/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Stops accepting, lets requests in flight finish, and waits for the server.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
+
+    /// Serves until the process ends (for `tenantcheck sim`).
+    pub async fn wait(self) -> std::io::Result<()> {
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
+}

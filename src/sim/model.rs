@@ -1,0 +1,152 @@
+//! The reference vendor's toy model: it answers only from the tokens it reads out of
+//! the request's KV pages.
+//!
+//! The model never sees the HTTP request. It gets the token strings the engine read
+//! back from the pages the request holds: when the pages hold the request's own
+//! prompt, it answers that prompt; when they hold residue of earlier requests (a
+//! fault skipped the writes), it answers from the residue, as a real model decoding
+//! from stale KV would.
+//!
+//! What it does with what it reads, in order:
+//!
+//! 1. It takes the last user turn: the tokens after the last `<|user|>` marker, up to
+//!    the next marker (the whole text when there is none).
+//! 2. If that turn asks "what is the value of KEY", it looks through everything it
+//!    read for `KEY is VALUE`, `KEY: VALUE` or `KEY = VALUE` and answers
+//!    `The value of KEY is VALUE.`, or says it cannot find it.
+//! 3. Otherwise it repeats the turn, from its first token.
+//!
+//! The answer is cut at `max_tokens` tokens (finish reason `length`).
+
+use super::tokenizer;
+
+/// The model's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The generated text.
+    pub text: String,
+    /// How many tokens it is.
+    pub tokens: usize,
+    /// Whether it was cut at `max_tokens`.
+    pub truncated: bool,
+}
+
+const QUESTION: &str = "what is the value of ";
+
+/// Answers from `view`, the token strings read from the request's pages.
+pub fn respond(view: &[&str], max_tokens: usize) -> Answer {
+    let turn = last_user_turn(view);
+    let turn_text: String = turn.concat();
+    let full = match question_key(&turn_text) {
+        Some(key) => {
+            let context: String = view.concat();
+            match lookup(&context, &key) {
+                Some(value) => format!("The value of {key} is {value}."),
+                None => format!("I cannot find the value of {key} in the context."),
+            }
+        }
+        None => turn_text.trim_start().to_owned(),
+    };
+    let mut text = String::new();
+    let mut tokens = 0;
+    let mut truncated = false;
+    for t in tokenizer::tokens(&full) {
+        if tokens == max_tokens {
+            truncated = true;
+            break;
+        }
+        text.push_str(t);
+        tokens += 1;
+    }
+    Answer {
+        text,
+        tokens,
+        truncated,
+    }
+}
+
+fn is_marker(token: &str) -> bool {
+    let t = token.trim_start();
+    t.starts_with("<|") && t.ends_with("|>")
+}
+
+fn last_user_turn<'v, 'a>(view: &'v [&'a str]) -> &'v [&'a str] {
+    match view.iter().rposition(|t| t.trim_start() == "<|user|>") {
+        Some(i) => {
+            let rest = &view[i + 1..];
+            let end = rest.iter().position(|t| is_marker(t)).unwrap_or(rest.len());
+            &rest[..end]
+        }
+        None => view,
+    }
+}
+
+fn question_key(turn: &str) -> Option<String> {
+    let lower = turn.to_ascii_lowercase();
+    let at = lower.rfind(QUESTION)? + QUESTION.len();
+    let key: String = turn[at..]
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    let key = key.trim_end_matches('.').to_owned();
+    (!key.is_empty()).then_some(key)
+}
+
+fn lookup(context: &str, key: &str) -> Option<String> {
+    for sep in [" is ", ": ", " = "] {
+        let pattern = format!("{key}{sep}");
+        if let Some(at) = context.find(&pattern) {
+            let value: String = context[at + pattern.len()..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .collect();
+            let value = value.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+            if !value.is_empty() {
+                return Some(value.to_owned());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(text: &str, max: usize) -> Answer {
+        let view: Vec<&str> = tokenizer::tokens(text).collect();
+        respond(&view, max)
+    }
+
+    #[test]
+    fn repeats_the_last_user_turn() {
+        let a = answer(
+            "<|system|>\nbe brief\n<|user|>\nfirst\n<|user|>\n hello there\n<|assistant|>\n",
+            50,
+        );
+        assert_eq!(a.text, "hello there\n");
+        assert!(!a.truncated);
+    }
+
+    #[test]
+    fn answers_value_questions_from_what_it_read() {
+        let a = answer(
+            "<|user|>\nThe code word is kestrel-42. Filler text. What is the value of code word? no: The code word?",
+            50,
+        );
+        assert_eq!(a.text, "I cannot find the value of code in the context.");
+        let a = answer(
+            "<|user|>\nalpha-7 is magenta. What is the value of alpha-7?",
+            50,
+        );
+        assert_eq!(a.text, "The value of alpha-7 is magenta.");
+    }
+
+    #[test]
+    fn cuts_at_max_tokens() {
+        let a = answer("<|user|>\none two three four", 2);
+        assert_eq!(a.text, "one two");
+        assert_eq!(a.tokens, 2);
+        assert!(a.truncated);
+    }
+}

@@ -1,0 +1,413 @@
+//! [`Suite`]: the case catalogue, loaded from TOML files under `suite/`, validated,
+//! and hashed.
+//!
+//! One case per file, named after the behaviour it checks; the case's `id` is its
+//! path below the suite folder with `/` written as `.` and without `.toml`
+//! (`suite/isolation/canary-residue.toml` is `isolation.canary-residue`). Each file has
+//! one header: `id`, `description`, `requirement` (the MUST sentence a buyer reads),
+//! `threat` (T1–T10), `severity`, `probe`, `references`, and a `[params]` table that
+//! the probe validates.
+//!
+//! The suite's digest is the SHA-256 of its canonical form: the JSON array of the
+//! validated cases (defaults filled in) in id order, with object keys sorted and no
+//! white space. Each case also records its file's own SHA-256. The same suite is
+//! embedded in the binary ([`Suite::builtin`]), so an installed `tenantcheck` runs
+//! the suite it was built with; `--suite DIR` runs the files of a folder instead.
+
+use crate::probe::{ParamsError, ProbeSpec};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The suite files embedded in the binary: (path below `suite/`, contents).
+pub const BUILTIN_FILES: &[(&str, &str)] = &[(
+    "isolation/canary-residue.toml",
+    include_str!("../suite/isolation/canary-residue.toml"),
+)];
+
+/// Folders below the suite folder that hold other data, not cases.
+const NOT_CASES: &[&str] = &["advisories"];
+
+/// A loaded, validated suite.
+#[derive(Clone, Debug)]
+pub struct Suite {
+    /// The cases, in id order.
+    pub cases: Vec<Case>,
+    /// SHA-256 of the suite's canonical form.
+    pub digest: String,
+}
+
+/// One case.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Case {
+    /// `area.behaviour`, derived from the file's path.
+    pub id: String,
+    /// What the case does.
+    pub description: String,
+    /// The requirement, as one MUST sentence.
+    pub requirement: String,
+    /// The threat it covers.
+    pub threat: Threat,
+    /// How bad a failure is.
+    pub severity: Severity,
+    /// The probe and its validated parameters.
+    #[serde(flatten)]
+    pub probe: ProbeSpec,
+    /// Where the requirement comes from.
+    pub references: Vec<String>,
+    /// The file, relative to the suite folder.
+    #[serde(skip)]
+    pub file: String,
+    /// SHA-256 of the file's bytes.
+    #[serde(skip)]
+    pub sha256: String,
+}
+
+/// The threat catalogue (see `docs/design.md`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[allow(missing_docs)]
+pub enum Threat {
+    T1,
+    T2,
+    T3,
+    T4,
+    T5,
+    T6,
+    T7,
+    T8,
+    T9,
+    T10,
+}
+
+impl Threat {
+    /// The failure the threat names.
+    pub fn title(self) -> &'static str {
+        match self {
+            Threat::T1 => "cross-tenant content leak",
+            Threat::T2 => "over-limit admission",
+            Threat::T3 => "silent truncation",
+            Threat::T4 => "usage misreporting",
+            Threat::T5 => "failures reported as success",
+            Threat::T6 => "response misrouting under concurrency and cancellation",
+            Threat::T7 => "prefix cache shared across tenants",
+            Threat::T8 => "broken streams",
+            Threat::T9 => "declared configuration unsafe",
+            Threat::T10 => "cross-tenant object access",
+        }
+    }
+}
+
+impl fmt::Display for Threat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// How bad a failure of a case is.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum Severity {
+    Critical,
+    High,
+    Medium,
+    Low,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseFile {
+    id: String,
+    description: String,
+    requirement: String,
+    threat: Threat,
+    severity: Severity,
+    probe: String,
+    #[serde(default)]
+    params: toml::Table,
+    #[serde(default)]
+    references: Vec<String>,
+}
+
+/// A suite that could not be loaded.
+#[derive(Debug)]
+pub struct SuiteError {
+    /// The file (or folder) at fault.
+    pub file: PathBuf,
+    /// What is wrong.
+    pub kind: SuiteErrorKind,
+}
+
+/// What is wrong with a suite.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SuiteErrorKind {
+    /// A file or folder could not be read.
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    /// Malformed TOML, a wrong type, or an unknown field.
+    #[error("{0}")]
+    Syntax(#[source] toml::de::Error),
+    /// The `id` does not match the file's path.
+    #[error(
+        "field `id`: {found:?} does not match the file's path; fix: write id = {expected:?} or move the file"
+    )]
+    IdMismatch {
+        /// The id written.
+        found: String,
+        /// The id the path gives.
+        expected: String,
+    },
+    /// A header field breaks a rule.
+    #[error("field `{field}`: {problem}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The probe or its parameters are wrong.
+    #[error("{0}")]
+    Params(#[source] ParamsError),
+    /// The folder holds no case.
+    #[error("no case files (*.toml) found")]
+    Empty,
+}
+
+impl fmt::Display for SuiteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "suite file {}: {}", self.file.display(), self.kind)
+    }
+}
+
+impl std::error::Error for SuiteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
+impl Suite {
+    /// The suite embedded in the binary.
+    pub fn builtin() -> Self {
+        let files = BUILTIN_FILES
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()));
+        match Self::from_files(files, Path::new("<embedded suite>")) {
+            Ok(s) => s,
+            Err(e) => panic!("bug in tenantcheck: the embedded suite is invalid: {e}"),
+        }
+    }
+
+    /// Loads every `*.toml` file below `dir` (except data folders such as
+    /// `advisories/`).
+    pub fn load_dir(dir: &Path) -> Result<Self, SuiteError> {
+        let mut files = Vec::new();
+        collect(dir, dir, &mut files)?;
+        let mut loaded = Vec::new();
+        for rel in files {
+            let path = dir.join(&rel);
+            let text = std::fs::read_to_string(&path).map_err(|e| SuiteError {
+                file: path.clone(),
+                kind: SuiteErrorKind::Read(e),
+            })?;
+            loaded.push((rel, text));
+        }
+        Self::from_files(loaded, dir)
+    }
+
+    /// Parses and validates `(relative path, contents)` pairs.
+    pub fn from_files(
+        files: impl IntoIterator<Item = (String, String)>,
+        root: &Path,
+    ) -> Result<Self, SuiteError> {
+        let mut cases = Vec::new();
+        let mut ids = BTreeSet::new();
+        for (rel, text) in files {
+            let case = parse_case(&rel, &text).map_err(|kind| SuiteError {
+                file: root.join(&rel),
+                kind,
+            })?;
+            if !ids.insert(case.id.clone()) {
+                return Err(SuiteError {
+                    file: root.join(&rel),
+                    kind: SuiteErrorKind::Invalid {
+                        field: "id",
+                        problem: format!("{:?} is used by two files", case.id),
+                    },
+                });
+            }
+            cases.push(case);
+        }
+        if cases.is_empty() {
+            return Err(SuiteError {
+                file: root.to_owned(),
+                kind: SuiteErrorKind::Empty,
+            });
+        }
+        cases.sort_by(|a, b| a.id.cmp(&b.id));
+        let canonical = serde_json::to_vec(&serde_json::to_value(&cases).expect("cases serialise"))
+            .expect("values serialise");
+        Ok(Suite {
+            digest: crate::sha256_hex(&canonical),
+            cases,
+        })
+    }
+}
+
+fn parse_case(rel: &str, text: &str) -> Result<Case, SuiteErrorKind> {
+    let raw: CaseFile = toml::from_str(text).map_err(SuiteErrorKind::Syntax)?;
+    let expected = rel.trim_end_matches(".toml").replace(['/', '\\'], ".");
+    if raw.id != expected {
+        return Err(SuiteErrorKind::IdMismatch {
+            found: raw.id,
+            expected,
+        });
+    }
+    for (field, value) in [
+        ("description", &raw.description),
+        ("requirement", &raw.requirement),
+    ] {
+        if value.trim().is_empty() {
+            return Err(SuiteErrorKind::Invalid {
+                field,
+                problem: "is empty".into(),
+            });
+        }
+    }
+    if !raw.requirement.contains("MUST") {
+        return Err(SuiteErrorKind::Invalid {
+            field: "requirement",
+            problem: "states no MUST: write the requirement as one sentence with MUST or MUST NOT"
+                .into(),
+        });
+    }
+    let probe = ProbeSpec::parse(&raw.probe, raw.params).map_err(SuiteErrorKind::Params)?;
+    Ok(Case {
+        id: raw.id,
+        description: raw.description.trim().to_owned(),
+        requirement: raw.requirement,
+        threat: raw.threat,
+        severity: raw.severity,
+        probe,
+        references: raw.references,
+        file: rel.to_owned(),
+        sha256: crate::sha256_hex(text.as_bytes()),
+    })
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), SuiteError> {
+    let read_err = |e| SuiteError {
+        file: dir.to_owned(),
+        kind: SuiteErrorKind::Read(e),
+    };
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .collect::<Result<_, _>>()
+        .map_err(read_err)?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let rel = path.strip_prefix(root).expect("below the root");
+        if path.is_dir() {
+            let top = rel.components().next().and_then(|c| c.as_os_str().to_str());
+            if !top.is_some_and(|t| NOT_CASES.contains(&t)) {
+                collect(root, &path, out)?;
+            }
+        } else if path.extension().is_some_and(|e| e == "toml") {
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CASE: &str = r#"
+id = "isolation.canary-residue"
+description = "d"
+requirement = "X MUST NOT leak."
+threat = "T1"
+severity = "critical"
+probe = "isolation.canary-residue"
+"#;
+
+    fn one(rel: &str, text: &str) -> Result<Suite, SuiteError> {
+        Suite::from_files([(rel.to_string(), text.to_string())], Path::new("suite"))
+    }
+
+    #[test]
+    fn the_builtin_suite_loads() {
+        let s = Suite::builtin();
+        assert!(!s.cases.is_empty());
+        assert_eq!(s.digest.len(), 64);
+    }
+
+    #[test]
+    fn digest_covers_defaults_not_formatting() {
+        let a = one("isolation/canary-residue.toml", CASE).unwrap();
+        let b = one(
+            "isolation/canary-residue.toml",
+            &format!("# a comment\n{CASE}\n[params]\nmax_tokens = 96\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            a.digest, b.digest,
+            "writing a default explicitly is the same case"
+        );
+        assert_ne!(
+            a.cases[0].sha256, b.cases[0].sha256,
+            "but not the same file"
+        );
+        let c = one(
+            "isolation/canary-residue.toml",
+            &format!("{CASE}\n[params]\nmax_tokens = 64\n"),
+        )
+        .unwrap();
+        assert_ne!(a.digest, c.digest);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        let e = one("isolation/other.toml", CASE).unwrap_err().to_string();
+        assert!(
+            e.contains("suite/isolation/other.toml") && e.contains("isolation.other"),
+            "{e}"
+        );
+        let e = one(
+            "isolation/canary-residue.toml",
+            &format!("{CASE}\n[params]\nlenghts = [0.5]\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("lenghts"), "{e}");
+        let e = one("isolation/canary-residue.toml", &CASE.replace("T1", "T11"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("T11"), "{e}");
+        let e = one(
+            "isolation/canary-residue.toml",
+            &CASE.replace(
+                "probe = \"isolation.canary-residue\"",
+                "probe = \"isolation.nope\"",
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown probe"), "{e}");
+        let e = one(
+            "isolation/canary-residue.toml",
+            &format!("{CASE}\n[params]\nlengths = [0.5, 0.2]\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("params.lengths"), "{e}");
+    }
+}

@@ -1,0 +1,418 @@
+//! [`VendorProfile`]: where a vendor is, how to reach it, and as whom.
+//!
+//! A profile is a TOML file (see `vendors/`). It names the adapter, the base URL, the
+//! model, the advertised context window, and at least two tenants. A tenant names the
+//! environment variable that holds its credential, never the credential itself.
+//!
+//! Loading is done in passes so that every mistake shows before the first request:
+//! TOML syntax and field types ([`VendorProfile::from_toml`]), then the rules no type
+//! can express ([`VendorProfile::validate`]), then the credentials
+//! ([`VendorProfile::resolve_credentials`]). Each error names the file, the field and
+//! the fix.
+
+use crate::credential::Secret;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The reference vendor's profile, embedded in the binary (`vendors/sim.toml`).
+pub const EMBEDDED_SIM_PROFILE: &str = include_str!("../vendors/sim.toml");
+
+/// A vendor profile, as written in `vendors/*.toml`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VendorProfile {
+    /// A human name for the vendor and deployment, shown in reports.
+    pub name: String,
+    /// Which API the vendor speaks.
+    pub adapter: AdapterKind,
+    /// Base URL of the API, up to and including the version segment
+    /// (for example `https://api.example.com/v1`).
+    pub base_url: String,
+    /// The model identifier sent in every request.
+    pub model: String,
+    /// The context window the vendor advertises for this model, in tokens.
+    pub context_window: u64,
+    /// The accounts the suite acts as; at least two.
+    pub tenants: Vec<TenantSpec>,
+    /// How long one request may take, in seconds.
+    #[serde(default = "default_timeout")]
+    pub request_timeout_secs: u64,
+    /// How many requests may be in flight at once, over all tenants.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: u32,
+}
+
+/// One tenant (account) the suite acts as.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// A short label used in transcripts and findings (`a`, `b`, `buyer-1`).
+    pub label: String,
+    /// The environment variable that holds this tenant's credential.
+    pub credential_env: String,
+}
+
+/// The API dialect a vendor speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdapterKind {
+    /// OpenAI-compatible `POST {base_url}/chat/completions` with bearer keys
+    /// (OpenAI, vLLM, SGLang, llama.cpp's server, TGI, and the reference vendor).
+    OpenaiChat,
+}
+
+fn default_timeout() -> u64 {
+    120
+}
+
+fn default_concurrency() -> u32 {
+    4
+}
+
+/// A tenant with its credential read from the environment.
+#[derive(Clone, Debug)]
+pub struct TenantKey {
+    /// The tenant's label.
+    pub label: String,
+    /// The environment variable the credential came from (for messages).
+    pub credential_env: String,
+    /// The credential.
+    pub secret: Secret,
+}
+
+/// A profile that could not be loaded, validated or used.
+#[derive(Debug)]
+pub struct ProfileError {
+    /// The profile file (or `<embedded sim profile>`).
+    pub origin: PathBuf,
+    /// What is wrong.
+    pub kind: ProfileErrorKind,
+}
+
+/// What is wrong with a profile.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileErrorKind {
+    /// The file could not be read.
+    #[error("cannot read the profile: {0}")]
+    Read(#[source] std::io::Error),
+    /// The TOML is malformed, a field has the wrong type, or a field is unknown.
+    #[error("{0}")]
+    Syntax(#[source] toml::de::Error),
+    /// A field breaks a rule.
+    #[error("field `{field}`: {problem}; fix: {fix}")]
+    Invalid {
+        /// The field, as written in the file.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+        /// How to put it right.
+        fix: String,
+    },
+    /// A tenant's credential variable is not set.
+    #[error(
+        "tenant `{tenant}`: environment variable {env} is not set; fix: export {env} with that tenant's API key"
+    )]
+    MissingCredential {
+        /// The tenant's label.
+        tenant: String,
+        /// The variable.
+        env: String,
+    },
+    /// The vendor refused a tenant's credential.
+    #[error(
+        "tenant `{tenant}`: the vendor refused the credential in {env} (HTTP {status}); fix: set {env} to a valid key for this vendor"
+    )]
+    CredentialRejected {
+        /// The tenant's label.
+        tenant: String,
+        /// The variable.
+        env: String,
+        /// The HTTP status the vendor answered with.
+        status: u16,
+    },
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "vendor profile {}: {}", self.origin.display(), self.kind)
+    }
+}
+
+impl std::error::Error for ProfileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
+impl VendorProfile {
+    /// Reads, parses and validates the profile at `path`.
+    pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
+            origin: path.to_owned(),
+            kind: ProfileErrorKind::Read(e),
+        })?;
+        let profile = Self::from_toml(&text, path)?;
+        profile.validate(path)?;
+        Ok(profile)
+    }
+
+    /// The embedded reference-vendor profile, parsed and validated.
+    pub fn embedded_sim() -> Self {
+        let origin = Path::new("<embedded vendors/sim.toml>");
+        let profile = Self::from_toml(EMBEDDED_SIM_PROFILE, origin)
+            .and_then(|p| p.validate(origin).map(|()| p));
+        match profile {
+            Ok(p) => p,
+            Err(e) => panic!("bug in tenantcheck: the embedded sim profile is invalid: {e}"),
+        }
+    }
+
+    /// Parses TOML text (first pass: syntax, types, unknown fields).
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Self, ProfileError> {
+        toml::from_str(text).map_err(|e| ProfileError {
+            origin: origin.to_owned(),
+            kind: ProfileErrorKind::Syntax(e),
+        })
+    }
+
+    /// Checks the rules that types cannot express (second pass).
+    pub fn validate(&self, origin: &Path) -> Result<(), ProfileError> {
+        let invalid = |field: &str, problem: String, fix: &str| ProfileError {
+            origin: origin.to_owned(),
+            kind: ProfileErrorKind::Invalid {
+                field: field.to_owned(),
+                problem,
+                fix: fix.to_owned(),
+            },
+        };
+        if self.name.trim().is_empty() {
+            return Err(invalid("name", "is empty".into(), "give the vendor a name"));
+        }
+        check_base_url(&self.base_url).map_err(|problem| {
+            invalid(
+                "base_url",
+                problem,
+                "write an http:// or https:// URL without credentials, query or fragment, such as https://api.example.com/v1",
+            )
+        })?;
+        if self.model.trim().is_empty() {
+            return Err(invalid(
+                "model",
+                "is empty".into(),
+                "name the model to test",
+            ));
+        }
+        if self.context_window < 64 {
+            return Err(invalid(
+                "context_window",
+                format!("is {}, below the minimum of 64 tokens", self.context_window),
+                "write the context window the vendor advertises, in tokens",
+            ));
+        }
+        if self.tenants.len() < 2 {
+            return Err(invalid(
+                "tenants",
+                format!(
+                    "lists {} tenant(s); isolation needs at least 2",
+                    self.tenants.len()
+                ),
+                "add a [[tenants]] table for a second account you control",
+            ));
+        }
+        let mut labels = BTreeSet::new();
+        let mut envs = BTreeSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            let field = format!("tenants[{i}].label");
+            if t.label.is_empty()
+                || !t
+                    .label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(invalid(
+                    &field,
+                    format!("{:?} is not a label", t.label),
+                    "use letters, digits, '-' and '_' only",
+                ));
+            }
+            if !labels.insert(t.label.as_str()) {
+                return Err(invalid(
+                    &field,
+                    format!("{:?} is used twice", t.label),
+                    "give each tenant its own label",
+                ));
+            }
+            let field = format!("tenants[{i}].credential_env");
+            if t.credential_env.is_empty()
+                || !t
+                    .credential_env
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                return Err(invalid(
+                    &field,
+                    format!("{:?} is not an environment variable name", t.credential_env),
+                    "name the variable that holds the key (A-Z, 0-9, _), never the key itself",
+                ));
+            }
+            if !envs.insert(t.credential_env.as_str()) {
+                return Err(invalid(
+                    &field,
+                    format!("{} is used by two tenants", t.credential_env),
+                    "give each tenant its own credential: one key shared by two tenants tests nothing",
+                ));
+            }
+        }
+        if self.request_timeout_secs == 0 {
+            return Err(invalid(
+                "request_timeout_secs",
+                "is 0".into(),
+                "allow at least 1 second per request",
+            ));
+        }
+        if self.max_concurrency == 0 {
+            return Err(invalid(
+                "max_concurrency",
+                "is 0".into(),
+                "allow at least 1 request in flight",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads each tenant's credential through `lookup` (third pass), usually
+    /// `|name| std::env::var(name).ok()`.
+    pub fn resolve_credentials(
+        &self,
+        origin: &Path,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<TenantKey>, ProfileError> {
+        self.tenants
+            .iter()
+            .map(|t| match lookup(&t.credential_env) {
+                Some(v) if !v.is_empty() => Ok(TenantKey {
+                    label: t.label.clone(),
+                    credential_env: t.credential_env.clone(),
+                    secret: Secret::new(v),
+                }),
+                _ => Err(ProfileError {
+                    origin: origin.to_owned(),
+                    kind: ProfileErrorKind::MissingCredential {
+                        tenant: t.label.clone(),
+                        env: t.credential_env.clone(),
+                    },
+                }),
+            })
+            .collect()
+    }
+
+    /// `base_url` with any trailing slash removed.
+    pub fn base_url(&self) -> &str {
+        self.base_url.trim_end_matches('/')
+    }
+}
+
+fn check_base_url(raw: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL ({e})"))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!("scheme {:?} is not http or https", url.scheme()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("holds credentials".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("holds a query or fragment".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "x"
+adapter = "openai-chat"
+base_url = "http://127.0.0.1:1/v1/"
+model = "m"
+context_window = 4096
+[[tenants]]
+label = "a"
+credential_env = "KEY_A"
+[[tenants]]
+label = "b"
+credential_env = "KEY_B"
+"#;
+
+    fn parse(text: &str) -> Result<VendorProfile, ProfileError> {
+        let origin = Path::new("test.toml");
+        let p = VendorProfile::from_toml(text, origin)?;
+        p.validate(origin)?;
+        Ok(p)
+    }
+
+    #[test]
+    fn good_profile_loads_with_defaults() {
+        let p = parse(GOOD).unwrap();
+        assert_eq!(p.base_url(), "http://127.0.0.1:1/v1");
+        assert_eq!(p.request_timeout_secs, 120);
+        assert_eq!(p.max_concurrency, 4);
+    }
+
+    #[test]
+    fn the_embedded_profile_is_valid() {
+        assert!(VendorProfile::embedded_sim().tenants.len() >= 2);
+    }
+
+    #[test]
+    fn one_tenant_is_refused_with_field_and_fix() {
+        let text = GOOD.split("[[tenants]]\nlabel = \"b\"").next().unwrap();
+        let msg = parse(text).unwrap_err().to_string();
+        assert!(msg.contains("test.toml"), "{msg}");
+        assert!(msg.contains("`tenants`"), "{msg}");
+        assert!(msg.contains("fix:"), "{msg}");
+    }
+
+    #[test]
+    fn shared_credential_is_refused() {
+        let text = GOOD.replace("KEY_B", "KEY_A");
+        let msg = parse(&text).unwrap_err().to_string();
+        assert!(msg.contains("tenants[1].credential_env"), "{msg}");
+    }
+
+    #[test]
+    fn a_literal_key_in_place_of_a_variable_is_refused() {
+        let text = GOOD.replace("KEY_B", "sk-live-abc");
+        let msg = parse(&text).unwrap_err().to_string();
+        assert!(msg.contains("not an environment variable name"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_urls_are_refused() {
+        let msg = parse(&format!("{GOOD}\ncontext_windw = 3"))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("context_windw"), "{msg}");
+        let text = GOOD.replace("http://127.0.0.1:1/v1/", "http://u:p@host/v1");
+        let msg = parse(&text).unwrap_err().to_string();
+        assert!(
+            msg.contains("`base_url`") && msg.contains("credentials"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn missing_credential_names_the_variable() {
+        let p = parse(GOOD).unwrap();
+        let err = p
+            .resolve_credentials(Path::new("test.toml"), |name| {
+                (name == "KEY_A").then(|| "k".to_string())
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("KEY_B is not set"), "{err}");
+    }
+}
