@@ -90,6 +90,11 @@ const INSTRUCTION: &str = "We are filing the customer records below for our acco
 /// Tokens kept free for the chat template and the vendor's own additions.
 const TEMPLATE_MARGIN: u64 = 32;
 
+/// The range of characters per token the probe believes (real tokenizers give about
+/// 2 to 6 for text like its records).
+const MIN_CHARS_PER_TOKEN: f64 = 1.0;
+const MAX_CHARS_PER_TOKEN: f64 = 12.0;
+
 /// At most this many findings are itemised; the summary counts them all.
 const MAX_FINDINGS: usize = 25;
 
@@ -200,15 +205,25 @@ impl Run<'_> {
             return Ok(false);
         }
         match ex.usage {
-            Some(u) if u.prompt_tokens > 0 => {
-                self.chars_per_token = prompt.len() as f64 / u.prompt_tokens as f64;
-            }
+            Some(u) if u.prompt_tokens > 0 => self.learn_ratio(prompt.len(), u.prompt_tokens),
             _ => self.notes.push(
                 "the vendor reports no usage: lengths are estimated at 4 characters per token"
                     .into(),
             ),
         }
         Ok(true)
+    }
+
+    /// Learns characters per token from a processed prompt, within the bounds real
+    /// tokenizers keep, so that a vendor misreporting usage cannot blow prompts up.
+    fn learn_ratio(&mut self, chars: usize, tokens: u64) {
+        let ratio = chars as f64 / tokens as f64;
+        if !(MIN_CHARS_PER_TOKEN..=MAX_CHARS_PER_TOKEN).contains(&ratio) {
+            self.notes.push(format!(
+                "the vendor counted {tokens} prompt tokens for {chars} characters, outside any real tokenizer's range; lengths kept within {MIN_CHARS_PER_TOKEN}-{MAX_CHARS_PER_TOKEN} characters per token"
+            ));
+        }
+        self.chars_per_token = ratio.clamp(MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN);
     }
 
     /// Sends a records prompt of about `target` tokens as `tenant`; returns the prompt
@@ -229,7 +244,7 @@ impl Run<'_> {
                 let tokens = match ex.usage {
                     Some(u) if u.prompt_tokens > 0 => {
                         // Longer prompts calibrate better: the template's overhead counts less.
-                        self.chars_per_token = prompt.len() as f64 / u.prompt_tokens as f64;
+                        self.learn_ratio(prompt.len(), u.prompt_tokens);
                         u.prompt_tokens
                     }
                     _ => (prompt.len() as f64 / self.chars_per_token) as u64,

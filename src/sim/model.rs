@@ -124,7 +124,7 @@ mod tests {
             "<|system|>\nbe brief\n<|user|>\nfirst\n<|user|>\n hello there\n<|assistant|>\n",
             50,
         );
-        assert_eq!(a.text, "hello there\n");
+        assert_eq!(a.text, "hello there");
         assert!(!a.truncated);
     }
 

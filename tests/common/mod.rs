@@ -1,0 +1,117 @@
+//! Helpers shared by the integration tests: temporary folders, the `tenantcheck`
+//! binary, and the reference vendor started as a separate process on port 0.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// A temporary folder removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).unwrap();
+        let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let dir = std::env::temp_dir().join(format!("tenantcheck-{tag}-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `tenantcheck` binary, with no inherited tenant keys.
+pub fn tenantcheck() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tenantcheck"));
+    cmd.env_remove("TENANTCHECK_KEY_A")
+        .env_remove("TENANTCHECK_KEY_B");
+    cmd
+}
+
+/// Runs a command and returns its output with stdout and stderr as text.
+pub fn output(cmd: &mut Command) -> (Option<i32>, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().expect("the binary runs");
+    (
+        status.code(),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+/// The reference vendor running as its own process; killed on drop.
+pub struct Sim {
+    child: Child,
+    pub base_url: String,
+}
+
+impl Sim {
+    /// Starts `tenantcheck sim --listen 127.0.0.1:0` with these keys and extra flags.
+    pub fn start(key_a: &str, key_b: &str, flags: &[&str]) -> Self {
+        let mut child = tenantcheck()
+            .args(["sim", "--listen", "127.0.0.1:0"])
+            .args(flags)
+            .env("TENANTCHECK_KEY_A", key_a)
+            .env("TENANTCHECK_KEY_B", key_b)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the sim starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base_url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://127.0.0.1:"))
+            .unwrap_or_else(|| panic!("no address in the sim's first line: {line:?}"))
+            .to_owned();
+        Sim { child, base_url }
+    }
+
+    /// Writes a profile for this sim into `dir` and returns its path.
+    pub fn profile(&self, dir: &Path) -> PathBuf {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"))
+                .unwrap()
+                .replace("http://127.0.0.1:8080/v1", &self.base_url);
+        assert!(text.contains(&self.base_url));
+        let path = dir.join("sim-profile.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every file below `dir`, recursively.
+pub fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -1,0 +1,403 @@
+//! End-to-end tests: the `tenantcheck` binary against the reference vendor on
+//! 127.0.0.1 (in-process, or as its own process on port 0), healthy and with faults.
+
+mod common;
+
+use common::{Sim, TempDir, files, output, tenantcheck};
+use std::path::Path;
+use tenantcheck::canary::{Fragment, RunSecret};
+use tenantcheck::outcome::{FindingCode, Verdict};
+use tenantcheck::report::{self, Report, key};
+
+fn verified(run_dir: &Path) -> Report {
+    let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
+    let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
+    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    report::verify(&envelope, &public, Some(&transcript), |_| {})
+        .expect("the run's own report verifies")
+        .report()
+        .clone()
+}
+
+#[test]
+fn embedded_default_run_passes_and_its_report_verifies() {
+    let tmp = TempDir::new("embedded");
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
+    assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("test [T1] isolation.canary-residue ... ok"),
+        "{stdout}"
+    );
+    for file in [
+        report::ENVELOPE_FILE,
+        report::TRANSCRIPT_FILE,
+        key::PUBLIC_KEY_FILE,
+        key::PRIVATE_KEY_FILE,
+    ] {
+        assert!(run_dir.join(file).is_file(), "{file} missing");
+    }
+    assert!(stdout.contains("a fresh key pair was written"), "{stdout}");
+
+    let report = verified(&run_dir);
+    assert_eq!(report.verdict, Verdict::Pass);
+    let case = &report.cases[0];
+    assert_eq!(case.outcome.verdict, Verdict::Pass);
+    let cov = case.outcome.coverage;
+    assert!(
+        cov.requests >= 21,
+        "calibration plus two tenants times five rungs: {cov:?}"
+    );
+    assert!(
+        cov.max_prompt_tokens * 10 >= report.vendor.profile.context_window * 8,
+        "the ladder reached the advertised context: {cov:?}"
+    );
+    assert!(
+        case.outcome.summary.contains("requests") && case.outcome.summary.contains("prompt tokens")
+    );
+    assert_eq!(report.vendor.source, "embedded");
+    assert_eq!(
+        report.suite.digest,
+        tenantcheck::suite::Suite::builtin().digest
+    );
+
+    let (code, stdout, _) = output(
+        tenantcheck()
+            .arg("verify")
+            .arg(run_dir.join(report::ENVELOPE_FILE))
+            .arg("--key")
+            .arg(run_dir.join(key::PUBLIC_KEY_FILE)),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("transcript hash chain intact"), "{stdout}");
+}
+
+#[test]
+fn verify_rejects_one_changed_byte_in_the_payload_or_the_transcript() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let tmp = TempDir::new("tamper");
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, _) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
+    assert_eq!(code, Some(0), "{stdout}");
+    let envelope_path = run_dir.join(report::ENVELOPE_FILE);
+    let transcript_path = run_dir.join(report::TRANSCRIPT_FILE);
+    let public_path = run_dir.join(key::PUBLIC_KEY_FILE);
+    let envelope = std::fs::read(&envelope_path).unwrap();
+    let transcript = std::fs::read(&transcript_path).unwrap();
+    let public = key::read_public(&public_path).unwrap();
+    let mut env: serde_json::Value = serde_json::from_slice(&envelope).unwrap();
+    let payload = b64.decode(env["payload"].as_str().unwrap()).unwrap();
+
+    // In-process: every byte position of the payload, a spread of the transcript's.
+    for i in 0..payload.len() {
+        let mut bad = payload.clone();
+        bad[i] ^= 0x20;
+        env["payload"] = b64.encode(&bad).into();
+        let bytes = serde_json::to_vec(&env).unwrap();
+        assert!(
+            report::verify(&bytes, &public, Some(&transcript), |_| {}).is_err(),
+            "payload byte {i}"
+        );
+    }
+    env["payload"] = b64.encode(&payload).into();
+    let step = (transcript.len() / 500).max(1);
+    for i in (0..transcript.len())
+        .step_by(step)
+        .chain([transcript.len() - 1])
+    {
+        let mut bad = transcript.clone();
+        bad[i] ^= 0x01;
+        assert!(
+            report::verify(&envelope, &public, Some(&bad), |_| {}).is_err(),
+            "transcript byte {i}"
+        );
+    }
+
+    // Through the binary: a clear message and a non-zero exit for each.
+    let verify = |transcript: &Path| {
+        output(
+            tenantcheck()
+                .arg("verify")
+                .arg(&envelope_path)
+                .arg("--key")
+                .arg(&public_path)
+                .arg("--transcript")
+                .arg(transcript),
+        )
+    };
+    let mut bad = payload.clone();
+    let at = bad.len() / 2;
+    bad[at] ^= 0x20;
+    env["payload"] = b64.encode(&bad).into();
+    std::fs::write(&envelope_path, serde_json::to_vec(&env).unwrap()).unwrap();
+    let (code, stdout, stderr) = verify(&transcript_path);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("does not match the payload"), "{stderr}");
+
+    std::fs::write(&envelope_path, &envelope).unwrap();
+    let mut bad = transcript.clone();
+    let at = bad.len() / 3;
+    bad[at] ^= 0x01;
+    let bad_path = tmp.path().join("changed.jsonl");
+    std::fs::write(&bad_path, &bad).unwrap();
+    let (code, stdout, stderr) = verify(&bad_path);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("the transcript was changed"), "{stderr}");
+
+    let (code, stdout, _) = verify(&transcript_path);
+    assert_eq!(code, Some(0), "the untouched files still verify: {stdout}");
+}
+
+#[test]
+fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
+    let tmp = TempDir::new("stale");
+    let sim = Sim::start("key-a-stale", "key-b-stale", &["--fault", "stale-pages"]);
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = output(
+        tenantcheck()
+            .args(["run", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&run_dir)
+            .env("TENANTCHECK_KEY_A", "key-a-stale")
+            .env("TENANTCHECK_KEY_B", "key-b-stale"),
+    );
+    assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("test [T1] isolation.canary-residue ... FAILED"),
+        "{stdout}"
+    );
+
+    let report = verified(&run_dir);
+    assert_eq!(report.verdict, Verdict::Fail);
+    let outcome = &report.cases[0].outcome;
+    assert!(!outcome.findings.is_empty());
+    let secret = RunSecret::from_hex(&report.run_secret.revealed).unwrap();
+    for finding in &outcome.findings {
+        assert_eq!(finding.code, FindingCode::CrossTenantCanary);
+        let leak = finding.leak.as_ref().unwrap();
+        assert_ne!(leak.owner, leak.recipient);
+        assert!(finding.message.contains(&leak.canary_id));
+        // The canary re-derives from the revealed secret, and the match is part of it.
+        let (owner, rest) = leak.canary_id.split_once('/').unwrap();
+        let (case, index) = rest.rsplit_once('/').unwrap();
+        assert_eq!(owner, leak.owner);
+        let canary = secret.canary(owner, case, index.parse().unwrap());
+        match leak.fragment {
+            Fragment::Record => assert!(canary.record().contains(&leak.matched)),
+            Fragment::Email => assert_eq!(canary.email.to_lowercase(), leak.matched.to_lowercase()),
+            Fragment::Account => assert_eq!(canary.account, leak.matched),
+        }
+        assert!(
+            leak.seeded_in.unwrap() < leak.returned_in,
+            "seeded before it came back"
+        );
+    }
+}
+
+#[test]
+fn healthy_standalone_sim_passes_through_a_profile() {
+    let tmp = TempDir::new("healthy");
+    let sim = Sim::start("key-a-ok", "key-b-ok", &[]);
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = output(
+        tenantcheck()
+            .args(["run", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&run_dir)
+            .env("TENANTCHECK_KEY_A", "key-a-ok")
+            .env("TENANTCHECK_KEY_B", "key-b-ok"),
+    );
+    assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report = verified(&run_dir);
+    assert_eq!(report.cases[0].outcome.verdict, Verdict::Pass);
+    assert!(report.vendor.profile_sha256.is_some());
+}
+
+#[test]
+fn a_wrong_key_gets_401_and_is_reported_as_a_profile_error() {
+    let tmp = TempDir::new("wrongkey");
+    let sim = Sim::start("key-a-right", "key-b-right", &[]);
+    let profile = sim.profile(tmp.path());
+    let (code, stdout, stderr) = output(
+        tenantcheck()
+            .args(["run", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(tmp.path().join("run"))
+            .env("TENANTCHECK_KEY_A", "key-a-right")
+            .env("TENANTCHECK_KEY_B", "wrong-key-value-b"),
+    );
+    assert_eq!(code, Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("vendor profile"), "{stderr}");
+    assert!(
+        stderr.contains("TENANTCHECK_KEY_B") && stderr.contains("HTTP 401"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wrong-key-value-b") && !stdout.contains("wrong-key-value-b"));
+    // The refusal itself is evidence, recorded in the transcript.
+    let transcript =
+        std::fs::read_to_string(tmp.path().join("run").join(report::TRANSCRIPT_FILE)).unwrap();
+    assert!(transcript.contains("\"status\":401"));
+}
+
+#[test]
+fn a_missing_credential_or_a_bad_profile_is_an_error_before_any_request() {
+    let tmp = TempDir::new("badprofile");
+    let run_dir = tmp.path().join("run");
+    let (code, _, stderr) = output(
+        tenantcheck()
+            .args([
+                "run",
+                "--vendor",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"),
+                "--out",
+            ])
+            .arg(&run_dir),
+    );
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("TENANTCHECK_KEY_A is not set"), "{stderr}");
+    assert!(
+        !run_dir.exists(),
+        "nothing is written before the profile is usable"
+    );
+
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\nadapter = \"openai-chat\"\n").unwrap();
+    let (code, _, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&bad));
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("bad.toml") && stderr.contains("base_url"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn list_shows_the_cases_and_sends_nothing() {
+    let tmp = TempDir::new("list");
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, _) = output(tenantcheck().args(["run", "--list", "--out"]).arg(&run_dir));
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("isolation.canary-residue: test"),
+        "{stdout}"
+    );
+    assert!(!run_dir.exists());
+}
+
+#[test]
+fn no_credential_value_reaches_the_run_folder_stdout_or_stderr() {
+    let key_a = "sk-MARKER-aaaa-0f1e2d3c4b5a";
+    let key_b = "sk-MARKER-bbbb-a5b4c3d2e1f0";
+    let tmp = TempDir::new("secrets");
+    for (fault, want) in [(None, 0), (Some("stale-pages"), 1)] {
+        let flags: Vec<&str> = fault.map(|f| vec!["--fault", f]).unwrap_or_default();
+        let sim = Sim::start(key_a, key_b, &flags);
+        let profile = sim.profile(tmp.path());
+        let run_dir = tmp
+            .path()
+            .join(format!("run-{}", fault.unwrap_or("healthy")));
+        let (code, stdout, stderr) = output(
+            tenantcheck()
+                .args(["run", "--vendor"])
+                .arg(&profile)
+                .arg("--out")
+                .arg(&run_dir)
+                .env("TENANTCHECK_KEY_A", key_a)
+                .env("TENANTCHECK_KEY_B", key_b),
+        );
+        assert_eq!(code, Some(want), "{stdout}{stderr}");
+        let artifacts = files(&run_dir);
+        assert!(artifacts.len() >= 4);
+        for (name, text) in artifacts
+            .iter()
+            .map(|p| {
+                (
+                    p.display().to_string(),
+                    String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned(),
+                )
+            })
+            .chain([
+                ("stdout".to_string(), stdout),
+                ("stderr".to_string(), stderr),
+            ])
+        {
+            assert!(
+                !text.contains("sk-MARKER"),
+                "a credential appears in {name}"
+            );
+        }
+    }
+}
+
+/// A vendor that echoes the caller's bearer key in every answer: redaction must keep it
+/// out of the transcript and the report all the same.
+#[test]
+fn a_vendor_that_echoes_the_key_back_cannot_put_it_into_the_evidence() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut stream) = stream else { break };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut key, mut length, mut line) = (String::new(), 0usize, String::new());
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("authorization: bearer ") {
+                    key = line[line.len() - v.len()..].trim().to_owned();
+                }
+                if let Some(v) = lower.strip_prefix("content-length: ") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let json = format!(
+                r#"{{"choices":[{{"message":{{"role":"assistant","content":"your key is {key}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":10,"completion_tokens":4}},"data":[]}}"#
+            );
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
+                json.len()
+            );
+        }
+    });
+    let tmp = TempDir::new("echo");
+    let profile = tmp.path().join("echo.toml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:8080/v1", &format!("http://{addr}/v1"));
+    std::fs::write(&profile, text).unwrap();
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = output(
+        tenantcheck()
+            .args(["run", "--test-threads", "1", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&run_dir)
+            .env("TENANTCHECK_KEY_A", "sk-ECHOED-aaaa")
+            .env("TENANTCHECK_KEY_B", "sk-ECHOED-bbbb"),
+    );
+    assert!(matches!(code, Some(0 | 3)), "{stdout}{stderr}");
+    let transcript = std::fs::read_to_string(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    assert!(
+        transcript.contains("your key is [REDACTED]"),
+        "the echo was recorded, redacted"
+    );
+    for p in files(&run_dir) {
+        let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+        assert!(
+            !text.contains("sk-ECHOED"),
+            "a credential appears in {}",
+            p.display()
+        );
+    }
+    assert!(!stdout.contains("sk-ECHOED") && !stderr.contains("sk-ECHOED"));
+    drop(server);
+}
