@@ -20,6 +20,7 @@ use std::fmt;
 
 /// Bits of entropy in one canary (see the module documentation).
 pub const ENTROPY_BITS: f64 = 6.0 + 6.0 + 16.61 + 4.0 + 39.86 + 18.0;
+const _: () = assert!(ENTROPY_BITS >= 64.0, "a canary needs at least 64 bits");
 
 /// The per-run secret every canary is derived from: 32 bytes from the operating
 /// system's CSPRNG.
@@ -474,7 +475,6 @@ mod tests {
             assert_eq!(list.len(), 64);
         }
         assert_eq!(DOMAINS.len(), 16);
-        assert!(ENTROPY_BITS >= 64.0);
     }
 
     #[test]

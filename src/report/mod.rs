@@ -306,6 +306,9 @@ pub enum VerifyError {
         /// Lines found.
         actual: u64,
     },
+    /// The transcript's first line does not commit to the report's run secret.
+    #[error("the transcript's first line is not a header committing to the report's run secret")]
+    TranscriptHeader,
     /// The revealed run secret does not match its commitment.
     #[error("the revealed run secret does not match its commitment")]
     SecretCommitment,
@@ -313,6 +316,46 @@ pub enum VerifyError {
 
 /// Verifies an envelope with `key` and, when given, the transcript it rests on.
 /// `on_check` is told each check that held, in order, as one line.
+///
+/// # Example: sign and verify
+///
+/// ```
+/// use tenantcheck::outcome::Verdict;
+/// use tenantcheck::report::{self, key, Report, RunSecretRecord, SuiteRecord, ToolInfo, Totals,
+///     TranscriptRecord, VendorRecord};
+///
+/// let transcript = b"";
+/// let secret = tenantcheck::canary::RunSecret::generate();
+/// let report = Report {
+///     format_version: report::FORMAT_VERSION,
+///     tool: ToolInfo { name: "tenantcheck".into(), version: tenantcheck::TOOL_VERSION.into() },
+///     started_at: "2026-12-02T00:00:00Z".into(),
+///     finished_at: "2026-12-02T00:00:01Z".into(),
+///     verdict: Verdict::Skipped,
+///     totals: Totals::default(),
+///     vendor: VendorRecord {
+///         source: "embedded".into(),
+///         profile_sha256: None,
+///         profile: tenantcheck::vendor::VendorProfile::embedded_sim(),
+///     },
+///     suite: SuiteRecord { digest: "0".repeat(64), files: vec![] },
+///     run_secret: RunSecretRecord { commitment: secret.commitment(), revealed: secret.to_hex() },
+///     transcript: TranscriptRecord {
+///         file: report::TRANSCRIPT_FILE.into(),
+///         summary: tenantcheck::transcript::verify_chain(transcript).unwrap(),
+///     },
+///     cases: vec![],
+/// };
+/// let signing_key = key::generate();
+/// let envelope = serde_json::to_vec(&report.sign(&signing_key)).unwrap();
+///
+/// let verified = report::verify(&envelope, &signing_key.verifying_key(), None, |check| println!("ok: {check}"))
+///     .expect("a report verifies with its signer's key");
+/// assert_eq!(verified.report(), &report);
+///
+/// let stranger = key::generate().verifying_key();
+/// assert!(report::verify(&envelope, &stranger, None, |_| {}).is_err());
+/// ```
 pub fn verify(
     envelope: &[u8],
     key: &VerifyingKey,

@@ -64,30 +64,39 @@ fn invalid(message: &str) -> Response {
 
 impl Sim {
     /// The tenant a request's bearer key belongs to. The key is never echoed back.
-    fn tenant(&self, headers: &HeaderMap) -> Result<&str, Response> {
+    fn tenant(&self, headers: &HeaderMap) -> Result<&str, Unauthorized> {
         let key = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         match key.and_then(|k| self.keys.get(k)) {
             Some(label) => Ok(label),
-            None => Err(error(
-                StatusCode::UNAUTHORIZED,
-                "invalid_request_error",
-                "invalid_api_key",
-                if key.is_some() {
-                    "Incorrect API key provided."
-                } else {
-                    "Missing bearer API key."
-                },
-            )),
+            None => Err(Unauthorized {
+                key_given: key.is_some(),
+            }),
         }
+    }
+}
+
+/// A request without a known key: 401.
+struct Unauthorized {
+    key_given: bool,
+}
+
+impl IntoResponse for Unauthorized {
+    fn into_response(self) -> Response {
+        let message = if self.key_given {
+            "Incorrect API key provided."
+        } else {
+            "Missing bearer API key."
+        };
+        error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", message)
     }
 }
 
 async fn models(State(sim): State<Arc<Sim>>, headers: HeaderMap) -> Response {
     if let Err(r) = sim.tenant(&headers) {
-        return r;
+        return r.into_response();
     }
     axum::Json(json!({
         "object": "list",
@@ -126,7 +135,7 @@ const DEFAULT_MAX_TOKENS: u64 = 256;
 
 async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(r) = sim.tenant(&headers) {
-        return r;
+        return r.into_response();
     }
     let req: ChatBody = match serde_json::from_slice(&body) {
         Ok(r) => r,
