@@ -90,7 +90,12 @@ impl IntoResponse for Unauthorized {
         } else {
             "Missing bearer API key."
         };
-        error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", message)
+        error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "invalid_api_key",
+            message,
+        )
     }
 }
 
