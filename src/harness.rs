@@ -94,6 +94,9 @@ pub enum HarnessError {
         /// Why.
         source: std::io::Error,
     },
+    /// A request could not be made or recorded.
+    #[error(transparent)]
+    Session(#[from] crate::session::SessionError),
     /// The vendor could not be reached.
     #[error("the vendor at {url} could not be reached as tenant {tenant}: {error}")]
     Unreachable {
@@ -357,14 +360,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
 /// Checks each tenant's credential with one cheap request before any case runs.
 async fn preflight(session: &Session, origin: &Path) -> Result<(), HarnessError> {
     for tenant in session.tenant_labels() {
-        let sent =
-            session
-                .list_models(PREFLIGHT, tenant)
-                .await
-                .map_err(|e| HarnessError::Write {
-                    path: PathBuf::from(TRANSCRIPT_FILE),
-                    source: std::io::Error::other(e),
-                })?;
+        let sent = session.list_models(PREFLIGHT, tenant).await?;
         let ex = sent.exchange;
         if let Some(err) = ex.transport_error {
             return Err(HarnessError::Unreachable {

@@ -99,8 +99,8 @@ pub enum ProfileErrorKind {
     /// The file could not be read.
     #[error("cannot read the profile: {0}")]
     Read(#[source] std::io::Error),
-    /// The TOML is malformed, a field has the wrong type, or a field is unknown.
-    #[error("{0}")]
+    /// The TOML is malformed, a field is missing, has the wrong type, or is unknown.
+    #[error("{0}fix: compare with vendors/openai-compatible.example.toml, which shows every field")]
     Syntax(#[source] toml::de::Error),
     /// A field breaks a rule.
     #[error("field `{field}`: {problem}; fix: {fix}")]

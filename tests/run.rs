@@ -401,3 +401,72 @@ fn a_vendor_that_echoes_the_key_back_cannot_put_it_into_the_evidence() {
     assert!(!stdout.contains("sk-ECHOED") && !stderr.contains("sk-ECHOED"));
     drop(server);
 }
+
+/// The OpenAI-compatible adapter against the reference vendor, in-process: both modes
+/// assemble the same answer and usage, and refusals are values with their codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adapter_reads_streams_bodies_and_errors_alike() {
+    use tenantcheck::adapter::{ChatRequest, Message, OpenAiChat, Provider};
+    use tenantcheck::credential::Secret;
+    use tenantcheck::sim::{SimConfig, SimServer};
+
+    let key = Secret::new("adapter-key");
+    let mut config = SimConfig::new(vec![("a".into(), key.clone())]);
+    config.context = 256;
+    let sim = SimServer::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client =
+        OpenAiChat::new(&sim.base_url(), "sim-1", std::time::Duration::from_secs(10)).unwrap();
+    let ask = |stream: bool, content: &str, max_tokens: u32| ChatRequest {
+        messages: vec![Message::user(content)],
+        max_tokens,
+        stream,
+    };
+    let question = "alpha-7 is magenta. What is the value of alpha-7?";
+    let plain = client.chat(&key, &ask(false, question, 32)).await;
+    let streamed = client.chat(&key, &ask(true, question, 32)).await;
+    for ex in [&plain, &streamed] {
+        assert_eq!(ex.status, Some(200));
+        assert_eq!(ex.content, "The value of alpha-7 is magenta.");
+        assert_eq!(ex.finish_reason.as_deref(), Some("stop"));
+        assert!(ex.timings.first_byte_ms.is_some());
+    }
+    assert_eq!(plain.usage, streamed.usage);
+    assert!(plain.usage.unwrap().prompt_tokens > 10);
+    assert!(streamed.frames.len() > 3 && streamed.frames.last().unwrap().data == "[DONE]");
+    assert!(streamed.timings.first_token_ms.is_some());
+
+    let cut = client
+        .chat(&key, &ask(true, "one two three four five six", 3))
+        .await;
+    assert_eq!(
+        (cut.content.as_str(), cut.finish_reason.as_deref()),
+        ("one two three", Some("length"))
+    );
+
+    let long = "word ".repeat(400);
+    for stream in [false, true] {
+        let ex = client.chat(&key, &ask(stream, &long, 16)).await;
+        assert_eq!(ex.status, Some(400));
+        assert_eq!(
+            ex.api_error.unwrap().code.as_deref(),
+            Some("context_length_exceeded")
+        );
+    }
+    let refused = client
+        .chat(&Secret::new("nope"), &ask(false, "hi", 16))
+        .await;
+    assert_eq!(refused.status, Some(401));
+    assert_eq!(
+        refused.api_error.unwrap().code.as_deref(),
+        Some("invalid_api_key")
+    );
+
+    sim.shutdown().await.unwrap();
+    let gone = client.chat(&key, &ask(false, "hi", 16)).await;
+    assert!(
+        gone.transport_error.is_some() && gone.status.is_none(),
+        "an error is a value: {gone:?}"
+    );
+}
