@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Sim, TempDir, files, output, tenantcheck};
+use common::{Sim, TempDir, files, output, run_vendor, tenantcheck};
 use std::path::Path;
 use tenantcheck::canary::{Fragment, RunSecret};
 use tenantcheck::outcome::{FindingCode, Verdict};
@@ -155,15 +155,7 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
     let sim = Sim::start("key-a-stale", "key-b-stale", &["--fault", "stale-pages"]);
     let profile = sim.profile(tmp.path());
     let run_dir = tmp.path().join("run");
-    let (code, stdout, stderr) = output(
-        tenantcheck()
-            .args(["run", "--vendor"])
-            .arg(&profile)
-            .arg("--out")
-            .arg(&run_dir)
-            .env("TENANTCHECK_KEY_A", "key-a-stale")
-            .env("TENANTCHECK_KEY_B", "key-b-stale"),
-    );
+    let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "key-a-stale", "key-b-stale");
     assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(
         stdout.contains("test [T1] isolation.canary-residue ... FAILED"),
@@ -203,15 +195,7 @@ fn healthy_standalone_sim_passes_through_a_profile() {
     let sim = Sim::start("key-a-ok", "key-b-ok", &[]);
     let profile = sim.profile(tmp.path());
     let run_dir = tmp.path().join("run");
-    let (code, stdout, stderr) = output(
-        tenantcheck()
-            .args(["run", "--vendor"])
-            .arg(&profile)
-            .arg("--out")
-            .arg(&run_dir)
-            .env("TENANTCHECK_KEY_A", "key-a-ok")
-            .env("TENANTCHECK_KEY_B", "key-b-ok"),
-    );
+    let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "key-a-ok", "key-b-ok");
     assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let report = verified(&run_dir);
     assert_eq!(report.cases[0].outcome.verdict, Verdict::Pass);
@@ -301,15 +285,7 @@ fn no_credential_value_reaches_the_run_folder_stdout_or_stderr() {
         let run_dir = tmp
             .path()
             .join(format!("run-{}", fault.unwrap_or("healthy")));
-        let (code, stdout, stderr) = output(
-            tenantcheck()
-                .args(["run", "--vendor"])
-                .arg(&profile)
-                .arg("--out")
-                .arg(&run_dir)
-                .env("TENANTCHECK_KEY_A", key_a)
-                .env("TENANTCHECK_KEY_B", key_b),
-        );
+        let (code, stdout, stderr) = run_vendor(&profile, &run_dir, key_a, key_b);
         assert_eq!(code, Some(want), "{stdout}{stderr}");
         let artifacts = files(&run_dir);
         assert!(artifacts.len() >= 4);

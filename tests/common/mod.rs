@@ -115,3 +115,21 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// `tenantcheck run --vendor PROFILE --out RUN_DIR` with the two tenants' keys set.
+pub fn run_vendor(
+    profile: &Path,
+    run_dir: &Path,
+    key_a: &str,
+    key_b: &str,
+) -> (Option<i32>, String, String) {
+    output(
+        tenantcheck()
+            .args(["run", "--vendor"])
+            .arg(profile)
+            .arg("--out")
+            .arg(run_dir)
+            .env("TENANTCHECK_KEY_A", key_a)
+            .env("TENANTCHECK_KEY_B", key_b),
+    )
+}
