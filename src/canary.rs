@@ -61,14 +61,7 @@ impl RunSecret {
 
     /// The canary number `index` of tenant `owner` in case `case`.
     pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
-        let mut h = Sha256::new();
-        h.update(b"tenantcheck/canary/v1\0");
-        h.update(self.0);
-        for part in [owner.as_bytes(), b"\0", case.as_bytes(), b"\0"] {
-            h.update(part);
-        }
-        h.update(index.to_be_bytes());
-        let d = h.finalize();
+        let d = self.derive(b"tenantcheck/canary/v1\0", owner, case, index);
         let word = |i: usize| u64::from_be_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let (w0, w1, w2, w3) = (word(0), word(1), word(2), word(3));
         let pick = |list: &'static [&'static str], bits: u64| list[(bits as usize) % list.len()];
@@ -103,6 +96,62 @@ impl RunSecret {
     }
 }
 
+impl RunSecret {
+    /// The needle number `index` of tenant `owner` in case `case`: a fact to recall.
+    pub fn needle(&self, owner: &str, case: &str, index: u32) -> Needle {
+        let d = self.derive(b"tenantcheck/needle/v1\0", owner, case, index);
+        let word = |i: usize| u64::from_be_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let pick = |list: &'static [&'static str], bits: u64| list[(bits as usize) % list.len()];
+        Needle {
+            key: format!("{}-{:04}", pick(GOODS, word(0)).trim_end_matches('s'), word(1) % 10_000),
+            value: format!("{}-{:04}", pick(ADJECTIVES, word(2)), word(3) % 10_000),
+        }
+    }
+
+    /// A seed for the filler of prompt number `index` of `owner` in `case`.
+    pub fn seed(&self, owner: &str, case: &str, index: u32) -> u64 {
+        let d = self.derive(b"tenantcheck/filler/v1\0", owner, case, index);
+        u64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
+    }
+
+    fn derive(&self, domain: &[u8], owner: &str, case: &str, index: u32) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(domain);
+        h.update(self.0);
+        for part in [owner.as_bytes(), b"\0", case.as_bytes(), b"\0"] {
+            h.update(part);
+        }
+        h.update(index.to_be_bytes());
+        h.finalize().into()
+    }
+}
+
+/// A fact placed in a prompt to be recalled: "The value of KEY is VALUE."
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Needle {
+    /// A key such as `parcel-4821`.
+    pub key: String,
+    /// A value such as `amber-0193`.
+    pub value: String,
+}
+
+impl Needle {
+    /// The sentence that states it.
+    pub fn statement(&self) -> String {
+        format!("The value of {} is {}.", self.key, self.value)
+    }
+
+    /// The question that asks for it.
+    pub fn question(&self) -> String {
+        format!("What is the value of {}?", self.key)
+    }
+
+    /// Whether `answer` recalls it.
+    pub fn recalled_in(&self, answer: &str) -> bool {
+        answer.to_lowercase().contains(&self.value.to_lowercase())
+    }
+}
+
 impl fmt::Debug for RunSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "RunSecret(commitment {})", self.commitment())
@@ -128,16 +177,7 @@ pub struct Canary {
 
 /// A part of a canary the scanner looks for.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
@@ -169,13 +209,12 @@ impl Canary {
 }
 
 const GIVEN: &[&str] = &[
-    "Maria", "James", "Aiko", "Lukas", "Priya", "Omar", "Sofia", "Mateo", "Elena", "Noah", "Chloe",
-    "Ravi", "Hannah", "Diego", "Yara", "Felix", "Amara", "Jonas", "Leila", "Marco", "Ingrid",
-    "Tomas", "Zara", "Henrik", "Nadia", "Pavel", "Grace", "Kenji", "Lucia", "Samir", "Freya",
-    "Andre", "Mei", "Oscar", "Tara", "Bruno", "Alina", "Dmitri", "Esther", "Hugo", "Isla", "Karim",
-    "Lena", "Milo", "Nora", "Pablo", "Rosa", "Stefan", "Thea", "Victor", "Wanda", "Xavier",
-    "Yusuf", "Zoe", "Anton", "Bianca", "Carlos", "Dalia", "Emil", "Fatima", "Gustav", "Helena",
-    "Ivan", "Julia",
+    "Maria", "James", "Aiko", "Lukas", "Priya", "Omar", "Sofia", "Mateo", "Elena", "Noah", "Chloe", "Ravi", "Hannah",
+    "Diego", "Yara", "Felix", "Amara", "Jonas", "Leila", "Marco", "Ingrid", "Tomas", "Zara", "Henrik", "Nadia",
+    "Pavel", "Grace", "Kenji", "Lucia", "Samir", "Freya", "Andre", "Mei", "Oscar", "Tara", "Bruno", "Alina", "Dmitri",
+    "Esther", "Hugo", "Isla", "Karim", "Lena", "Milo", "Nora", "Pablo", "Rosa", "Stefan", "Thea", "Victor", "Wanda",
+    "Xavier", "Yusuf", "Zoe", "Anton", "Bianca", "Carlos", "Dalia", "Emil", "Fatima", "Gustav", "Helena", "Ivan",
+    "Julia",
 ];
 
 const FAMILY: &[&str] = &[
@@ -484,10 +523,7 @@ mod tests {
         assert_ne!(s.canary("a", "c", 1).account, s.canary("b", "c", 1).account);
         assert_ne!(s.canary("a", "c", 1).email, s.canary("a", "c", 2).email);
         let other = RunSecret::generate();
-        assert_ne!(
-            s.canary("a", "c", 1).record(),
-            other.canary("a", "c", 1).record()
-        );
+        assert_ne!(s.canary("a", "c", 1).record(), other.canary("a", "c", 1).record());
     }
 
     #[test]

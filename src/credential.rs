@@ -27,10 +27,7 @@ impl Secret {
 
     /// A fresh random key for the reference vendor (`sk-sim-` and 32 hex digits).
     pub fn random_sim_key() -> Self {
-        Secret(format!(
-            "sk-sim-{}",
-            crate::hex(&crate::random_bytes::<16>())
-        ))
+        Secret(format!("sk-sim-{}", crate::hex(&crate::random_bytes::<16>())))
     }
 
     /// The credential value, for the one place that must send it.
@@ -66,9 +63,7 @@ impl Redactor {
             .match_kind(aho_corasick::MatchKind::LeftmostLongest)
             .build(&patterns)
             .expect("secret patterns are plain strings");
-        Redactor {
-            matcher: Some(matcher),
-        }
+        Redactor { matcher: Some(matcher) }
     }
 
     /// `text` with every secret replaced.

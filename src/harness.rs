@@ -20,8 +20,8 @@ use crate::exit;
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
 use crate::report::key::{self, KeyError};
 use crate::report::{
-    CaseReport, ENVELOPE_FILE, Report, RunSecretRecord, SuiteFile, SuiteRecord, TRANSCRIPT_FILE,
-    ToolInfo, Totals, TranscriptRecord, VendorRecord,
+    CaseReport, ENVELOPE_FILE, Report, RunSecretRecord, SuiteFile, SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals,
+    TranscriptRecord, VendorRecord,
 };
 use crate::session::Session;
 use crate::sim::{SimConfig, SimServer};
@@ -168,12 +168,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                     secret: Secret::random_sim_key(),
                 })
                 .collect();
-            let mut config = SimConfig::new(
-                tenants
-                    .iter()
-                    .map(|t| (t.label.clone(), t.secret.clone()))
-                    .collect(),
-            );
+            let mut config = SimConfig::new(tenants.iter().map(|t| (t.label.clone(), t.secret.clone())).collect());
             config.model = profile.model.clone();
             config.context = profile.context_window as usize;
             let listen = "127.0.0.1:0".parse().expect("a valid address");
@@ -196,10 +191,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     };
     let public_path = run_dir.join(key::PUBLIC_KEY_FILE);
     if !fresh_key {
-        write_file(
-            &public_path,
-            key::public_pem(&signing_key.verifying_key()).as_bytes(),
-        )?;
+        write_file(&public_path, key::public_pem(&signing_key.verifying_key()).as_bytes())?;
     }
 
     let secret = RunSecret::generate();
@@ -213,11 +205,9 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         secret_commitment: &commitment,
     };
     let transcript =
-        Transcript::create(&transcript_path, redactor.clone(), &header).map_err(|source| {
-            HarnessError::Write {
-                path: transcript_path.clone(),
-                source,
-            }
+        Transcript::create(&transcript_path, redactor.clone(), &header).map_err(|source| HarnessError::Write {
+            path: transcript_path.clone(),
+            source,
         })?;
     let transcript = Arc::new(transcript);
     let provider = OpenAiChat::new(
@@ -338,14 +328,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         let _ = runtime.block_on(sim.shutdown());
     }
 
-    let _ = print_summary(
-        out,
-        &report,
-        &run_dir,
-        &envelope_path,
-        &public_path,
-        fresh_key,
-    );
+    let _ = print_summary(out, &report, &run_dir, &envelope_path, &public_path, fresh_key);
     let exit_code = match report.verdict {
         Verdict::Fail => exit::FAILED,
         Verdict::Inconclusive => exit::INCONCLUSIVE,
@@ -408,9 +391,7 @@ fn redact_report(report: &Report, redactor: &Redactor) -> Report {
     let json = serde_json::to_string(report).expect("reports serialise");
     match redactor.redact(&json) {
         std::borrow::Cow::Borrowed(_) => report.clone(),
-        std::borrow::Cow::Owned(clean) => {
-            serde_json::from_str(&clean).expect("redaction keeps JSON valid")
-        }
+        std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).expect("redaction keeps JSON valid"),
     }
 }
 
@@ -423,10 +404,7 @@ fn prepare_run_dir(out: Option<&Path>) -> Result<PathBuf, HarnessError> {
                 .take(19)
                 .filter(|c| c.is_ascii_digit() || *c == 'T')
                 .collect();
-            Path::new(DEFAULT_RUNS_DIR).join(format!(
-                "{stamp}Z-{}",
-                crate::hex(&crate::random_bytes::<2>())
-            ))
+            Path::new(DEFAULT_RUNS_DIR).join(format!("{stamp}Z-{}", crate::hex(&crate::random_bytes::<2>())))
         }
     };
     let problem = |problem: String| HarnessError::RunDir {

@@ -12,6 +12,7 @@
 //! - [`adapter`]: the `Provider` trait and the OpenAI-compatible implementation;
 //! - [`canary`] and [`scan`]: markers derived from the run secret, and the scanner that
 //!   finds them in responses to the wrong tenant;
+//! - [`prompt`]: prompts of a target token length, with needles and records at depths;
 //! - [`suite`], [`probe`], [`outcome`]: the cases as data, the code that runs each kind,
 //!   and what a run of one case concludes;
 //! - [`session`], [`harness`]: one run's connection to the vendor, and the libtest-mimic
@@ -29,6 +30,7 @@ pub mod exit;
 pub mod harness;
 pub mod outcome;
 pub mod probe;
+pub mod prompt;
 pub mod report;
 pub mod scan;
 pub mod session;

@@ -9,7 +9,7 @@ use tenantcheck::credential::Secret;
 use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
 use tenantcheck::report::{self, key};
-use tenantcheck::sim::{Fault, SimConfig, SimServer};
+use tenantcheck::sim::{Disaggregation, Fault, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
 /// long-context admission, with signed evidence reports.
@@ -71,9 +71,24 @@ struct SimArgs {
     /// Address to listen on (port 0 picks a free port; the chosen one is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// A fault to inject.
-    #[arg(long, value_enum, value_name = "NAME")]
-    fault: Option<Fault>,
+    /// A fault to inject (repeat for several).
+    #[arg(long = "fault", value_enum, value_name = "NAME")]
+    faults: Vec<Fault>,
+    /// Separate prefill and decode nodes, each with its own KV pool, and a KV transfer
+    /// between them.
+    #[arg(long)]
+    disaggregated: bool,
+    /// With --disaggregated: the prefill node's KV pool, in tokens; default: the context.
+    #[arg(long, requires = "disaggregated")]
+    prefill_pool_tokens: Option<usize>,
+    /// With --disaggregated: the decode node's KV pool, in tokens; default: twice the
+    /// context.
+    #[arg(long, requires = "disaggregated")]
+    decode_pool_tokens: Option<usize>,
+    /// With --fault silent-truncate: the most prompt tokens kept; default: half the
+    /// context.
+    #[arg(long)]
+    truncate_to: Option<usize>,
     /// The context window to enforce, in tokens.
     #[arg(long, default_value_t = 8192)]
     context: usize,
@@ -106,13 +121,10 @@ Examples:
   tenantcheck run --vendor vendors/my-vendor.toml --key keys/signing-key.pem isolation";
 
 /// clap's own default help layout, restored over libtest-mimic's.
-const HELP_TEMPLATE: &str =
-    "{before-help}{about-with-newline}\n{usage-heading} {usage}\n\n{all-args}{after-help}";
+const HELP_TEMPLATE: &str = "{before-help}{about-with-newline}\n{usage-heading} {usage}\n\n{all-args}{after-help}";
 
 fn main() -> ExitCode {
-    let command = Cli::command().mut_subcommand("run", |c| {
-        c.help_template(HELP_TEMPLATE).after_help(RUN_AFTER_HELP)
-    });
+    let command = Cli::command().mut_subcommand("run", |c| c.help_template(HELP_TEMPLATE).after_help(RUN_AFTER_HELP));
     let matches = command.get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
@@ -150,10 +162,7 @@ fn run(args: RunArgs) -> u8 {
 
 fn sim(args: SimArgs) -> u8 {
     let specs = if args.tenants.is_empty() {
-        vec![
-            "a=TENANTCHECK_KEY_A".to_owned(),
-            "b=TENANTCHECK_KEY_B".to_owned(),
-        ]
+        vec!["a=TENANTCHECK_KEY_A".to_owned(), "b=TENANTCHECK_KEY_B".to_owned()]
     } else {
         args.tenants
     };
@@ -182,8 +191,13 @@ fn sim(args: SimArgs) -> u8 {
         context: args.context,
         page_tokens: args.page_tokens,
         pages: args.pages,
-        fault: args.fault,
+        disaggregated: args.disaggregated.then(|| Disaggregation {
+            prefill_pool_tokens: args.prefill_pool_tokens.unwrap_or(args.context),
+            decode_pool_tokens: args.decode_pool_tokens.unwrap_or(2 * args.context),
+        }),
+        faults: args.faults,
         stale_above: args.stale_above,
+        truncate_to: args.truncate_to,
         tenants,
     };
     let runtime = match tokio::runtime::Runtime::new() {
@@ -194,13 +208,24 @@ fn sim(args: SimArgs) -> u8 {
         }
     };
     runtime.block_on(async {
+        let pools = match config.disaggregated {
+            Some(d) => format!(
+                "disaggregated: prefill pool {} tokens, decode pool {} tokens",
+                d.prefill_pool_tokens, d.decode_pool_tokens
+            ),
+            None => format!("one pool of {} tokens", config.pages() * config.page_tokens),
+        };
+        let faults: Vec<&str> = config.faults.iter().map(|f| f.name()).collect();
         let summary = format!(
-            "model {}, context {}, {} pages of {} tokens, fault {}",
+            "model {}, context {}, {pools}, {}-token pages, faults: {}",
             config.model,
             config.context,
-            config.pages(),
             config.page_tokens,
-            config.fault.map_or("none", Fault::name)
+            if faults.is_empty() {
+                "none".to_owned()
+            } else {
+                faults.join(", ")
+            }
         );
         let server = match SimServer::start(config, args.listen).await {
             Ok(s) => s,
@@ -209,10 +234,7 @@ fn sim(args: SimArgs) -> u8 {
                 return exit::SETUP_ERROR;
             }
         };
-        println!(
-            "tenantcheck sim: listening on {} ({summary})",
-            server.base_url()
-        );
+        println!("tenantcheck sim: listening on {} ({summary})", server.base_url());
         let _ = std::io::stdout().flush();
         tokio::select! {
             r = server.wait() => match r {
@@ -300,9 +322,7 @@ fn verify(envelope: &Path, key_path: &Path, transcript: Option<&Path>) -> u8 {
     match result {
         Ok(verified) => {
             if verified.transcript().is_none() {
-                println!(
-                    "not checked: the transcript (none beside the envelope; pass --transcript FILE)"
-                );
+                println!("not checked: the transcript (none beside the envelope; pass --transcript FILE)");
             }
             let r = verified.report();
             let t = r.totals;

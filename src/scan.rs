@@ -164,10 +164,7 @@ mod tests {
         assert_eq!(hits[0].fragment, Fragment::Record);
         // The match spans letters and digits: the closing full stop is not part of it.
         assert_eq!(hits[0].matched, a.record().trim_end_matches('.'));
-        assert!(
-            scanner.scan(&text, "a").is_empty(),
-            "a tenant's own canary is no leak"
-        );
+        assert!(scanner.scan(&text, "a").is_empty(), "a tenant's own canary is no leak");
     }
 
     #[test]

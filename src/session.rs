@@ -73,25 +73,21 @@ impl Session {
         &self.secret
     }
 
+    /// Tokens in `text` by the profile's local tokenizer, when it names one.
+    pub fn local_tokens(&self, text: &str) -> Option<u64> {
+        self.profile.tokenizer.map(|t| t.count(text))
+    }
+
     /// The tenants' labels, in profile order.
     pub fn tenant_labels(&self) -> Vec<&str> {
         self.tenants.iter().map(|t| t.label.as_str()).collect()
     }
 
     /// Sends a chat request as `tenant` and records it under `case`.
-    pub async fn chat(
-        &self,
-        case: &str,
-        tenant: &str,
-        request: &ChatRequest,
-    ) -> Result<Sent, SessionError> {
+    pub async fn chat(&self, case: &str, tenant: &str, request: &ChatRequest) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
         let exchange = {
-            let _permit = self
-                .in_flight
-                .acquire()
-                .await
-                .expect("the semaphore is never closed");
+            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
             self.provider.chat(&key.secret, request).await
         };
         self.record(case, tenant, exchange)
@@ -101,11 +97,7 @@ impl Session {
     pub async fn list_models(&self, case: &str, tenant: &str) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
         let exchange = {
-            let _permit = self
-                .in_flight
-                .acquire()
-                .await
-                .expect("the semaphore is never closed");
+            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
             self.provider.list_models(&key.secret).await
         };
         self.record(case, tenant, exchange)

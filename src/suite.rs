@@ -27,16 +27,115 @@ pub const BUILTIN_FILES: &[(&str, &str)] = &[(
     include_str!("../suite/isolation/canary-residue.toml"),
 )];
 
-/// Folders below the suite folder that hold other data, not cases.
-const NOT_CASES: &[&str] = &["advisories"];
+/// The advisories embedded in the binary: (path below `suite/`, contents).
+pub const BUILTIN_ADVISORIES: &[(&str, &str)] = &[(
+    "advisories/sglang-rejected-kv-reuse.toml",
+    include_str!("../suite/advisories/sglang-rejected-kv-reuse.toml"),
+)];
+
+/// The folder below the suite folder that holds advisories, not cases.
+pub const ADVISORIES_DIR: &str = "advisories";
 
 /// A loaded, validated suite.
 #[derive(Clone, Debug)]
 pub struct Suite {
     /// The cases, in id order.
     pub cases: Vec<Case>,
+    /// The known engine advisories, in id order.
+    pub advisories: Vec<Advisory>,
     /// SHA-256 of the suite's canonical form.
     pub digest: String,
+}
+
+/// A published problem of an engine's versions (one TOML file under
+/// `suite/advisories/`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Advisory {
+    /// The advisory's id; the file's name without `.toml`.
+    pub id: String,
+    /// The engine, as profiles name it in `declared.engine`.
+    pub engine: String,
+    /// The affected versions: comparisons joined by commas, all of which must hold
+    /// (`< 0.5.22`, `>= 0.4, < 0.5.22`).
+    pub affected: String,
+    /// The versions that fix it.
+    #[serde(default)]
+    pub fixed: Vec<String>,
+    /// The threats it realises.
+    pub threats: Vec<Threat>,
+    /// What goes wrong.
+    pub summary: String,
+    /// Where it is described.
+    #[serde(default)]
+    pub references: Vec<String>,
+    /// SHA-256 of the file's bytes.
+    #[serde(skip)]
+    pub sha256: String,
+    /// The file, relative to the suite folder.
+    #[serde(skip)]
+    pub file: String,
+}
+
+impl Advisory {
+    /// Whether `engine` at `version` is affected.
+    pub fn affects(&self, engine: &str, version: &str) -> bool {
+        if !self.engine.eq_ignore_ascii_case(engine) {
+            return false;
+        }
+        let Some(v) = parse_version(version) else {
+            return false;
+        };
+        self.affected.split(',').all(|clause| {
+            let clause = clause.trim();
+            let (op, rest) = ["<=", ">=", "<", ">", "="]
+                .iter()
+                .find_map(|op| clause.strip_prefix(op).map(|r| (*op, r)))
+                .unwrap_or(("=", clause));
+            let Some(bound) = parse_version(rest.trim()) else {
+                return false;
+            };
+            let ord = compare(&v, &bound);
+            match op {
+                "<" => ord.is_lt(),
+                "<=" => ord.is_le(),
+                ">" => ord.is_gt(),
+                ">=" => ord.is_ge(),
+                _ => ord.is_eq(),
+            }
+        })
+    }
+
+    fn check(&self) -> Result<(), SuiteErrorKind> {
+        let bad = self.affected.split(',').any(|clause| {
+            let c = clause.trim().trim_start_matches(['<', '>', '=']);
+            parse_version(c.trim()).is_none()
+        });
+        if bad {
+            return Err(SuiteErrorKind::Invalid {
+                field: "affected",
+                problem: format!(
+                    "{:?} is not a list of version comparisons such as \"< 0.5.22\"",
+                    self.affected
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn parse_version(v: &str) -> Option<Vec<u64>> {
+    let v = v.trim().trim_start_matches('v');
+    let core = v.split(['-', '+']).next()?;
+    core.split('.').map(|p| p.parse().ok()).collect()
+}
+
+fn compare(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
+    let n = a.len().max(b.len());
+    (0..n)
+        .map(|i| a.get(i).unwrap_or(&0).cmp(b.get(i).unwrap_or(&0)))
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
 }
 
 /// One case.
@@ -66,9 +165,7 @@ pub struct Case {
 }
 
 /// The threat catalogue (see `docs/design.md`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[allow(missing_docs)]
 pub enum Threat {
     T1,
@@ -108,9 +205,7 @@ impl fmt::Display for Threat {
 }
 
 /// How bad a failure of a case is.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Severity {
@@ -155,9 +250,7 @@ pub enum SuiteErrorKind {
     #[error("{0}")]
     Syntax(#[source] toml::de::Error),
     /// The `id` does not match the file's path.
-    #[error(
-        "field `id`: {found:?} does not match the file's path; fix: write id = {expected:?} or move the file"
-    )]
+    #[error("field `id`: {found:?} does not match the file's path; fix: write id = {expected:?} or move the file")]
     IdMismatch {
         /// The id written.
         found: String,
@@ -197,6 +290,7 @@ impl Suite {
     pub fn builtin() -> Self {
         let files = BUILTIN_FILES
             .iter()
+            .chain(BUILTIN_ADVISORIES)
             .map(|(p, t)| (p.to_string(), t.to_string()));
         match Self::from_files(files, Path::new("<embedded suite>")) {
             Ok(s) => s,
@@ -204,8 +298,8 @@ impl Suite {
         }
     }
 
-    /// Loads every `*.toml` file below `dir` (except data folders such as
-    /// `advisories/`).
+    /// Loads every `*.toml` file below `dir`: cases, and advisories under
+    /// `advisories/`.
     pub fn load_dir(dir: &Path) -> Result<Self, SuiteError> {
         let mut files = Vec::new();
         collect(dir, dir, &mut files)?;
@@ -221,14 +315,21 @@ impl Suite {
         Self::from_files(loaded, dir)
     }
 
-    /// Parses and validates `(relative path, contents)` pairs.
-    pub fn from_files(
-        files: impl IntoIterator<Item = (String, String)>,
-        root: &Path,
-    ) -> Result<Self, SuiteError> {
+    /// Parses and validates `(relative path, contents)` pairs; paths under
+    /// `advisories/` are advisories, the others cases.
+    pub fn from_files(files: impl IntoIterator<Item = (String, String)>, root: &Path) -> Result<Self, SuiteError> {
         let mut cases = Vec::new();
+        let mut advisories = Vec::new();
         let mut ids = BTreeSet::new();
         for (rel, text) in files {
+            if let Some(name) = rel.strip_prefix(&format!("{ADVISORIES_DIR}/")) {
+                let advisory = parse_advisory(&rel, name, &text).map_err(|kind| SuiteError {
+                    file: root.join(&rel),
+                    kind,
+                })?;
+                advisories.push(advisory);
+                continue;
+            }
             let case = parse_case(&rel, &text).map_err(|kind| SuiteError {
                 file: root.join(&rel),
                 kind,
@@ -251,13 +352,30 @@ impl Suite {
             });
         }
         cases.sort_by(|a, b| a.id.cmp(&b.id));
-        let canonical = serde_json::to_vec(&serde_json::to_value(&cases).expect("cases serialise"))
-            .expect("values serialise");
+        advisories.sort_by(|a: &Advisory, b| a.id.cmp(&b.id));
+        let canonical = serde_json::json!({ "cases": cases, "advisories": advisories });
+        let canonical = serde_json::to_vec(&canonical).expect("values serialise");
         Ok(Suite {
             digest: crate::sha256_hex(&canonical),
             cases,
+            advisories,
         })
     }
+}
+
+fn parse_advisory(rel: &str, name: &str, text: &str) -> Result<Advisory, SuiteErrorKind> {
+    let mut a: Advisory = toml::from_str(text).map_err(SuiteErrorKind::Syntax)?;
+    let expected = name.trim_end_matches(".toml");
+    if a.id != expected {
+        return Err(SuiteErrorKind::IdMismatch {
+            found: a.id,
+            expected: expected.to_owned(),
+        });
+    }
+    a.check()?;
+    a.sha256 = crate::sha256_hex(text.as_bytes());
+    a.file = rel.to_owned();
+    Ok(a)
 }
 
 fn parse_case(rel: &str, text: &str) -> Result<Case, SuiteErrorKind> {
@@ -269,10 +387,7 @@ fn parse_case(rel: &str, text: &str) -> Result<Case, SuiteErrorKind> {
             expected,
         });
     }
-    for (field, value) in [
-        ("description", &raw.description),
-        ("requirement", &raw.requirement),
-    ] {
+    for (field, value) in [("description", &raw.description), ("requirement", &raw.requirement)] {
         if value.trim().is_empty() {
             return Err(SuiteErrorKind::Invalid {
                 field,
@@ -283,8 +398,7 @@ fn parse_case(rel: &str, text: &str) -> Result<Case, SuiteErrorKind> {
     if !raw.requirement.contains("MUST") {
         return Err(SuiteErrorKind::Invalid {
             field: "requirement",
-            problem: "states no MUST: write the requirement as one sentence with MUST or MUST NOT"
-                .into(),
+            problem: "states no MUST: write the requirement as one sentence with MUST or MUST NOT".into(),
         });
     }
     let probe = ProbeSpec::parse(&raw.probe, raw.params).map_err(SuiteErrorKind::Params)?;
@@ -315,10 +429,7 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), SuiteEr
         let path = entry.path();
         let rel = path.strip_prefix(root).expect("below the root");
         if path.is_dir() {
-            let top = rel.components().next().and_then(|c| c.as_os_str().to_str());
-            if !top.is_some_and(|t| NOT_CASES.contains(&t)) {
-                collect(root, &path, out)?;
-            }
+            collect(root, &path, out)?;
         } else if path.extension().is_some_and(|e| e == "toml") {
             out.push(rel.to_string_lossy().replace('\\', "/"));
         }
@@ -358,20 +469,32 @@ probe = "isolation.canary-residue"
             &format!("# a comment\n{CASE}\n[params]\nmax_tokens = 96\n"),
         )
         .unwrap();
-        assert_eq!(
-            a.digest, b.digest,
-            "writing a default explicitly is the same case"
-        );
-        assert_ne!(
-            a.cases[0].sha256, b.cases[0].sha256,
-            "but not the same file"
-        );
+        assert_eq!(a.digest, b.digest, "writing a default explicitly is the same case");
+        assert_ne!(a.cases[0].sha256, b.cases[0].sha256, "but not the same file");
         let c = one(
             "isolation/canary-residue.toml",
             &format!("{CASE}\n[params]\nmax_tokens = 64\n"),
         )
         .unwrap();
         assert_ne!(a.digest, c.digest);
+    }
+
+    #[test]
+    fn advisories_match_affected_versions_only() {
+        let s = Suite::builtin();
+        let a = s
+            .advisories
+            .iter()
+            .find(|a| a.id == "sglang-rejected-kv-reuse")
+            .unwrap();
+        assert!(a.affects("sglang", "0.5.20"));
+        assert!(a.affects("SGLang", "0.5.21"));
+        assert!(!a.affects("sglang", "0.5.22"));
+        assert!(!a.affects("sglang", "0.6"));
+        assert!(!a.affects("vllm", "0.5.0"));
+        let mut b = a.clone();
+        b.affected = ">= 0.4, < 0.5.22".into();
+        assert!(!b.affects("sglang", "0.3.9") && b.affects("sglang", "0.4.0"));
     }
 
     #[test]
@@ -394,10 +517,7 @@ probe = "isolation.canary-residue"
         assert!(e.contains("T11"), "{e}");
         let e = one(
             "isolation/canary-residue.toml",
-            &CASE.replace(
-                "probe = \"isolation.canary-residue\"",
-                "probe = \"isolation.nope\"",
-            ),
+            &CASE.replace("probe = \"isolation.canary-residue\"", "probe = \"isolation.nope\""),
         )
         .unwrap_err()
         .to_string();

@@ -132,17 +132,8 @@ impl Transcript {
     }
 
     /// Appends one exchange; returns its sequence number.
-    pub fn append_exchange(
-        &self,
-        case: &str,
-        tenant: &str,
-        exchange: &Exchange,
-    ) -> std::io::Result<u64> {
-        self.append(Record::Exchange {
-            case,
-            tenant,
-            exchange,
-        })
+    pub fn append_exchange(&self, case: &str, tenant: &str, exchange: &Exchange) -> std::io::Result<u64> {
+        self.append(Record::Exchange { case, tenant, exchange })
     }
 
     fn append(&self, record: Record<'_>) -> std::io::Result<u64> {
@@ -189,14 +180,9 @@ pub fn verify_chain(bytes: &[u8]) -> Result<TranscriptSummary, ChainError> {
     for line in body.split(|&b| b == b'\n').filter(|_| !body.is_empty()) {
         let n = count + 1;
         let malformed = |problem: String| ChainError::Malformed { line: n, problem };
-        let v: serde_json::Value =
-            serde_json::from_slice(line).map_err(|e| malformed(e.to_string()))?;
-        let seq = v["seq"]
-            .as_u64()
-            .ok_or_else(|| malformed("no seq".into()))?;
-        let line_prev = v["prev"]
-            .as_str()
-            .ok_or_else(|| malformed("no prev".into()))?;
+        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| malformed(e.to_string()))?;
+        let seq = v["seq"].as_u64().ok_or_else(|| malformed("no seq".into()))?;
+        let line_prev = v["prev"].as_str().ok_or_else(|| malformed("no prev".into()))?;
         if seq != count {
             return Err(ChainError::Sequence {
                 line: n,
@@ -245,10 +231,7 @@ mod tests {
     }
 
     fn tempdir() -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "tc-transcript-{}",
-            crate::hex(&crate::random_bytes::<8>())
-        ));
+        let d = std::env::temp_dir().join(format!("tc-transcript-{}", crate::hex(&crate::random_bytes::<8>())));
         std::fs::create_dir_all(&d).unwrap();
         d
     }
@@ -283,10 +266,7 @@ mod tests {
             .flatten()
             .copied()
             .collect();
-        assert!(matches!(
-            verify_chain(&dropped),
-            Err(ChainError::Sequence { .. })
-        ));
+        assert!(matches!(verify_chain(&dropped), Err(ChainError::Sequence { .. })));
         assert!(matches!(
             verify_chain(&bytes[..bytes.len() - 1]),
             Err(ChainError::Truncated)

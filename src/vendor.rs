@@ -43,6 +43,73 @@ pub struct VendorProfile {
     /// How many requests may be in flight at once, over all tenants.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
+    /// A tokenizer tenantcheck has built in that counts exactly as the vendor's does;
+    /// prompts are then sized by it instead of by the vendor's reported usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<LocalTokenizer>,
+    /// Facts the vendor declares about its deployment; reported as declared, beside
+    /// what the suite measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<Declared>,
+}
+
+/// A tokenizer built into tenantcheck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum LocalTokenizer {
+    /// The reference vendor's toy tokenizer.
+    TenantcheckSim,
+}
+
+impl LocalTokenizer {
+    /// Tokens in `text`.
+    pub fn count(self, text: &str) -> u64 {
+        match self {
+            LocalTokenizer::TenantcheckSim => crate::sim::tokenizer::count(text) as u64,
+        }
+    }
+}
+
+/// What a vendor declares about its deployment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Declared {
+    /// The inference engine (`sglang`, `vllm`, `llama.cpp`, `tenantcheck-sim`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Its version (dotted numbers, such as `0.5.21`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
+    /// The KV pool of each node role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<DeclaredNode>,
+    /// Whether KV transfers are checksummed (SGLang's
+    /// `--disaggregation-enable-kv-checksum`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_checksum: Option<bool>,
+    /// Whether KV canaries (integrity tags on pages) are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_canaries: Option<bool>,
+}
+
+/// One node role's KV pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredNode {
+    /// `prefill`, `decode` or `unified`.
+    pub role: NodeRole,
+    /// The KV pool, in tokens.
+    pub kv_pool_tokens: u64,
+}
+
+/// A node's role in serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum NodeRole {
+    Prefill,
+    Decode,
+    Unified,
 }
 
 /// One tenant (account) the suite acts as.
@@ -113,9 +180,7 @@ pub enum ProfileErrorKind {
         fix: String,
     },
     /// A tenant's credential variable is not set.
-    #[error(
-        "tenant `{tenant}`: environment variable {env} is not set; fix: export {env} with that tenant's API key"
-    )]
+    #[error("tenant `{tenant}`: environment variable {env} is not set; fix: export {env} with that tenant's API key")]
     MissingCredential {
         /// The tenant's label.
         tenant: String,
@@ -163,8 +228,7 @@ impl VendorProfile {
     /// The embedded reference-vendor profile, parsed and validated.
     pub fn embedded_sim() -> Self {
         let origin = Path::new("<embedded vendors/sim.toml>");
-        let profile = Self::from_toml(EMBEDDED_SIM_PROFILE, origin)
-            .and_then(|p| p.validate(origin).map(|()| p));
+        let profile = Self::from_toml(EMBEDDED_SIM_PROFILE, origin).and_then(|p| p.validate(origin).map(|()| p));
         match profile {
             Ok(p) => p,
             Err(e) => panic!("bug in tenantcheck: the embedded sim profile is invalid: {e}"),
@@ -200,11 +264,7 @@ impl VendorProfile {
             )
         })?;
         if self.model.trim().is_empty() {
-            return Err(invalid(
-                "model",
-                "is empty".into(),
-                "name the model to test",
-            ));
+            return Err(invalid("model", "is empty".into(), "name the model to test"));
         }
         if self.context_window < 64 {
             return Err(invalid(
@@ -216,10 +276,7 @@ impl VendorProfile {
         if self.tenants.len() < 2 {
             return Err(invalid(
                 "tenants",
-                format!(
-                    "lists {} tenant(s); isolation needs at least 2",
-                    self.tenants.len()
-                ),
+                format!("lists {} tenant(s); isolation needs at least 2", self.tenants.len()),
                 "add a [[tenants]] table for a second account you control",
             ));
         }
@@ -393,16 +450,11 @@ credential_env = "KEY_B"
 
     #[test]
     fn unknown_fields_and_bad_urls_are_refused() {
-        let msg = parse(&format!("{GOOD}\ncontext_windw = 3"))
-            .unwrap_err()
-            .to_string();
+        let msg = parse(&format!("{GOOD}\ncontext_windw = 3")).unwrap_err().to_string();
         assert!(msg.contains("context_windw"), "{msg}");
         let text = GOOD.replace("http://127.0.0.1:1/v1/", "http://u:p@host/v1");
         let msg = parse(&text).unwrap_err().to_string();
-        assert!(
-            msg.contains("`base_url`") && msg.contains("credentials"),
-            "{msg}"
-        );
+        assert!(msg.contains("`base_url`") && msg.contains("credentials"), "{msg}");
     }
 
     #[test]

@@ -12,10 +12,7 @@ fn root() -> PathBuf {
 }
 
 fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
@@ -44,8 +41,7 @@ fn main() {
         }
         trials.push(Trial::test(format!("suite/{rel}"), move || {
             let text = std::fs::read_to_string(&path).map_err(|e| Failed::from(e.to_string()))?;
-            let suite = Suite::from_files([(rel.clone(), text)], Path::new("suite"))
-                .map_err(|e| e.to_string())?;
+            let suite = Suite::from_files([(rel.clone(), text)], Path::new("suite")).map_err(|e| e.to_string())?;
             let case = &suite.cases[0];
             if case.references.is_empty() {
                 return Err(format!("{rel}: a case names at least one reference").into());

@@ -25,10 +25,7 @@ fn embedded_default_run_passes_and_its_report_verifies() {
     let run_dir = tmp.path().join("run");
     let (code, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
     assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        stdout.contains("test [T1] isolation.canary-residue ... ok"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("test [T1] isolation.canary-residue ... ok"), "{stdout}");
     for file in [
         report::ENVELOPE_FILE,
         report::TRANSCRIPT_FILE,
@@ -52,14 +49,9 @@ fn embedded_default_run_passes_and_its_report_verifies() {
         cov.max_prompt_tokens * 10 >= report.vendor.profile.context_window * 8,
         "the ladder reached the advertised context: {cov:?}"
     );
-    assert!(
-        case.outcome.summary.contains("requests") && case.outcome.summary.contains("prompt tokens")
-    );
+    assert!(case.outcome.summary.contains("requests") && case.outcome.summary.contains("prompt tokens"));
     assert_eq!(report.vendor.source, "embedded");
-    assert_eq!(
-        report.suite.digest,
-        tenantcheck::suite::Suite::builtin().digest
-    );
+    assert_eq!(report.suite.digest, tenantcheck::suite::Suite::builtin().digest);
 
     let (code, stdout, _) = output(
         tenantcheck()
@@ -102,10 +94,7 @@ fn verify_rejects_one_changed_byte_in_the_payload_or_the_transcript() {
     }
     env["payload"] = b64.encode(&payload).into();
     let step = (transcript.len() / 500).max(1);
-    for i in (0..transcript.len())
-        .step_by(step)
-        .chain([transcript.len() - 1])
-    {
+    for i in (0..transcript.len()).step_by(step).chain([transcript.len() - 1]) {
         let mut bad = transcript.clone();
         bad[i] ^= 0x01;
         assert!(
@@ -182,10 +171,7 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
             Fragment::Email => assert_eq!(canary.email.to_lowercase(), leak.matched.to_lowercase()),
             Fragment::Account => assert_eq!(canary.account, leak.matched),
         }
-        assert!(
-            leak.seeded_in.unwrap() < leak.returned_in,
-            "seeded before it came back"
-        );
+        assert!(leak.seeded_in.unwrap() < leak.returned_in, "seeded before it came back");
     }
 }
 
@@ -224,8 +210,7 @@ fn a_wrong_key_gets_401_and_is_reported_as_a_profile_error() {
     );
     assert!(!stderr.contains("wrong-key-value-b") && !stdout.contains("wrong-key-value-b"));
     // The refusal itself is evidence, recorded in the transcript.
-    let transcript =
-        std::fs::read_to_string(tmp.path().join("run").join(report::TRANSCRIPT_FILE)).unwrap();
+    let transcript = std::fs::read_to_string(tmp.path().join("run").join(report::TRANSCRIPT_FILE)).unwrap();
     assert!(transcript.contains("\"status\":401"));
 }
 
@@ -245,19 +230,13 @@ fn a_missing_credential_or_a_bad_profile_is_an_error_before_any_request() {
     );
     assert_eq!(code, Some(2));
     assert!(stderr.contains("TENANTCHECK_KEY_A is not set"), "{stderr}");
-    assert!(
-        !run_dir.exists(),
-        "nothing is written before the profile is usable"
-    );
+    assert!(!run_dir.exists(), "nothing is written before the profile is usable");
 
     let bad = tmp.path().join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\nadapter = \"openai-chat\"\n").unwrap();
     let (code, _, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&bad));
     assert_eq!(code, Some(2));
-    assert!(
-        stderr.contains("bad.toml") && stderr.contains("base_url"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("bad.toml") && stderr.contains("base_url"), "{stderr}");
 }
 
 #[test]
@@ -266,10 +245,7 @@ fn list_shows_the_cases_and_sends_nothing() {
     let run_dir = tmp.path().join("run");
     let (code, stdout, _) = output(tenantcheck().args(["run", "--list", "--out"]).arg(&run_dir));
     assert_eq!(code, Some(0));
-    assert!(
-        stdout.contains("isolation.canary-residue: test"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("isolation.canary-residue: test"), "{stdout}");
     assert!(!run_dir.exists());
 }
 
@@ -282,9 +258,7 @@ fn no_credential_value_reaches_the_run_folder_stdout_or_stderr() {
         let flags: Vec<&str> = fault.map(|f| vec!["--fault", f]).unwrap_or_default();
         let sim = Sim::start(key_a, key_b, &flags);
         let profile = sim.profile(tmp.path());
-        let run_dir = tmp
-            .path()
-            .join(format!("run-{}", fault.unwrap_or("healthy")));
+        let run_dir = tmp.path().join(format!("run-{}", fault.unwrap_or("healthy")));
         let (code, stdout, stderr) = run_vendor(&profile, &run_dir, key_a, key_b);
         assert_eq!(code, Some(want), "{stdout}{stderr}");
         let artifacts = files(&run_dir);
@@ -297,15 +271,9 @@ fn no_credential_value_reaches_the_run_folder_stdout_or_stderr() {
                     String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned(),
                 )
             })
-            .chain([
-                ("stdout".to_string(), stdout),
-                ("stderr".to_string(), stderr),
-            ])
+            .chain([("stdout".to_string(), stdout), ("stderr".to_string(), stderr)])
         {
-            assert!(
-                !text.contains("sk-MARKER"),
-                "a credential appears in {name}"
-            );
+            assert!(!text.contains("sk-MARKER"), "a credential appears in {name}");
         }
     }
 }
@@ -368,11 +336,7 @@ fn a_vendor_that_echoes_the_key_back_cannot_put_it_into_the_evidence() {
     );
     for p in files(&run_dir) {
         let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
-        assert!(
-            !text.contains("sk-ECHOED"),
-            "a credential appears in {}",
-            p.display()
-        );
+        assert!(!text.contains("sk-ECHOED"), "a credential appears in {}", p.display());
     }
     assert!(!stdout.contains("sk-ECHOED") && !stderr.contains("sk-ECHOED"));
     drop(server);
@@ -389,11 +353,8 @@ async fn the_adapter_reads_streams_bodies_and_errors_alike() {
     let key = Secret::new("adapter-key");
     let mut config = SimConfig::new(vec![("a".into(), key.clone())]);
     config.context = 256;
-    let sim = SimServer::start(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let client =
-        OpenAiChat::new(&sim.base_url(), "sim-1", std::time::Duration::from_secs(10)).unwrap();
+    let sim = SimServer::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = OpenAiChat::new(&sim.base_url(), "sim-1", std::time::Duration::from_secs(10)).unwrap();
     let ask = |stream: bool, content: &str, max_tokens: u32| ChatRequest {
         messages: vec![Message::user(content)],
         max_tokens,
@@ -413,9 +374,7 @@ async fn the_adapter_reads_streams_bodies_and_errors_alike() {
     assert!(streamed.frames.len() > 3 && streamed.frames.last().unwrap().data == "[DONE]");
     assert!(streamed.timings.first_token_ms.is_some());
 
-    let cut = client
-        .chat(&key, &ask(true, "one two three four five six", 3))
-        .await;
+    let cut = client.chat(&key, &ask(true, "one two three four five six", 3)).await;
     assert_eq!(
         (cut.content.as_str(), cut.finish_reason.as_deref()),
         ("one two three", Some("length"))
@@ -425,19 +384,11 @@ async fn the_adapter_reads_streams_bodies_and_errors_alike() {
     for stream in [false, true] {
         let ex = client.chat(&key, &ask(stream, &long, 16)).await;
         assert_eq!(ex.status, Some(400));
-        assert_eq!(
-            ex.api_error.unwrap().code.as_deref(),
-            Some("context_length_exceeded")
-        );
+        assert_eq!(ex.api_error.unwrap().code.as_deref(), Some("context_length_exceeded"));
     }
-    let refused = client
-        .chat(&Secret::new("nope"), &ask(false, "hi", 16))
-        .await;
+    let refused = client.chat(&Secret::new("nope"), &ask(false, "hi", 16)).await;
     assert_eq!(refused.status, Some(401));
-    assert_eq!(
-        refused.api_error.unwrap().code.as_deref(),
-        Some("invalid_api_key")
-    );
+    assert_eq!(refused.api_error.unwrap().code.as_deref(), Some("invalid_api_key"));
 
     sim.shutdown().await.unwrap();
     let gone = client.chat(&key, &ask(false, "hi", 16)).await;

@@ -27,11 +27,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// A vendor API, spoken as one tenant per call.
 pub trait Provider: Send + Sync {
     /// Sends one chat completion request with `credential`.
-    fn chat<'a>(
-        &'a self,
-        credential: &'a Secret,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Exchange>;
+    fn chat<'a>(&'a self, credential: &'a Secret, request: &'a ChatRequest) -> BoxFuture<'a, Exchange>;
 
     /// Lists the models visible to `credential`: a cheap request that shows whether
     /// the credential is accepted.

@@ -1,8 +1,8 @@
 //! [`OpenAiChat`]: the OpenAI-compatible chat completions dialect.
 
 use super::{
-    ApiError, BoxFuture, ChatRequest, Exchange, Provider, RecordedRequest, SseParser,
-    TransportError, TransportErrorKind, Usage,
+    ApiError, BoxFuture, ChatRequest, Exchange, Provider, RecordedRequest, SseParser, TransportError,
+    TransportErrorKind, Usage,
 };
 use crate::credential::Secret;
 use serde_json::{Value, json};
@@ -90,13 +90,9 @@ impl OpenAiChat {
         ex.status = Some(response.status().as_u16());
         for (name, value) in response.headers() {
             let name = name.as_str();
-            if KEPT_HEADERS.contains(&name)
-                || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p))
-            {
-                ex.headers.insert(
-                    name.to_owned(),
-                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                );
+            if KEPT_HEADERS.contains(&name) || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                ex.headers
+                    .insert(name.to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned());
             }
         }
         let is_stream = ex
@@ -130,11 +126,7 @@ impl OpenAiChat {
 }
 
 impl Provider for OpenAiChat {
-    fn chat<'a>(
-        &'a self,
-        credential: &'a Secret,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Exchange> {
+    fn chat<'a>(&'a self, credential: &'a Secret, request: &'a ChatRequest) -> BoxFuture<'a, Exchange> {
         let recorded = RecordedRequest {
             method: "POST".into(),
             url: format!("{}/chat/completions", self.base_url),

@@ -71,10 +71,7 @@ impl CanaryResidueParams {
             return invalid("lengths", "must be strictly ascending".into());
         }
         if self.max_tokens < 16 {
-            return invalid(
-                "max_tokens",
-                format!("is {}; ask for at least 16", self.max_tokens),
-            );
+            return invalid("max_tokens", format!("is {}; ask for at least 16", self.max_tokens));
         }
         if !(self.min_reach > 0.0 && self.min_reach <= 1.0) {
             return invalid("min_reach", "must be in (0, 1]".into());
@@ -159,12 +156,7 @@ type Reach = BTreeMap<String, u64>;
 
 impl Run<'_> {
     async fn go(&mut self) -> Result<Option<Reach>, SessionError> {
-        let tenants: Vec<String> = self
-            .session
-            .tenant_labels()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
+        let tenants: Vec<String> = self.session.tenant_labels().into_iter().map(str::to_owned).collect();
         if !self.calibrate(&tenants[0]).await? {
             return Ok(None);
         }
@@ -206,10 +198,9 @@ impl Run<'_> {
         }
         match ex.usage {
             Some(u) if u.prompt_tokens > 0 => self.learn_ratio(prompt.len(), u.prompt_tokens),
-            _ => self.notes.push(
-                "the vendor reports no usage: lengths are estimated at 4 characters per token"
-                    .into(),
-            ),
+            _ => self
+                .notes
+                .push("the vendor reports no usage: lengths are estimated at 4 characters per token".into()),
         }
         Ok(true)
     }
@@ -228,12 +219,7 @@ impl Run<'_> {
 
     /// Sends a records prompt of about `target` tokens as `tenant`; returns the prompt
     /// tokens processed, or `None` when the vendor did not process it.
-    async fn send_records(
-        &mut self,
-        tenant: &str,
-        target: u64,
-        stream: bool,
-    ) -> Result<Option<u64>, SessionError> {
+    async fn send_records(&mut self, tenant: &str, target: u64, stream: bool) -> Result<Option<u64>, SessionError> {
         let mut target = target;
         for _ in 0..4 {
             let chars = (target as f64 * self.chars_per_token) as usize;
@@ -326,10 +312,7 @@ impl Run<'_> {
             self.responses += 1;
         }
         for hit in self.scanner.scan(&ex.returned_text(), tenant) {
-            if self
-                .leaked
-                .insert((hit.canary.id.clone(), tenant.to_owned()))
-            {
+            if self.leaked.insert((hit.canary.id.clone(), tenant.to_owned())) {
                 self.leaks.push(LeakEvidence {
                     seeded_in: self.seeded_in.get(&hit.canary.id).copied(),
                     canary_id: hit.canary.id,
@@ -392,15 +375,8 @@ impl Run<'_> {
             None => vec!["the ladder was not run".into()],
             Some(r) => r
                 .iter()
-                .filter(|&(_, &got)| {
-                    (got as f64) < self.p.min_reach * c.target_prompt_tokens as f64
-                })
-                .map(|(t, got)| {
-                    format!(
-                        "tenant {t} reached {got} of {} tokens",
-                        c.target_prompt_tokens
-                    )
-                })
+                .filter(|&(_, &got)| (got as f64) < self.p.min_reach * c.target_prompt_tokens as f64)
+                .map(|(t, got)| format!("tenant {t} reached {got} of {} tokens", c.target_prompt_tokens))
                 .collect(),
         };
         if short.is_empty() {
@@ -432,8 +408,7 @@ impl Run<'_> {
 fn is_over_context(ex: &Exchange) -> bool {
     matches!(ex.status, Some(400 | 413 | 422))
         && ex.api_error.as_ref().is_some_and(|e| {
-            e.code.as_deref() == Some("context_length_exceeded")
-                || e.message.to_lowercase().contains("context")
+            e.code.as_deref() == Some("context_length_exceeded") || e.message.to_lowercase().contains("context")
         })
 }
 

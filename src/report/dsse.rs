@@ -40,13 +40,7 @@ pub struct Signature {
 
 /// The DSSE v1 pre-authentication encoding.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "DSSEv1 {} {} {} ",
-        payload_type.len(),
-        payload_type,
-        payload.len()
-    )
-    .into_bytes();
+    let mut out = format!("DSSEv1 {} {} {} ", payload_type.len(), payload_type, payload.len()).into_bytes();
     out.extend_from_slice(payload);
     out
 }
@@ -70,18 +64,16 @@ impl Envelope {
     pub fn verified_payload(&self, key: &VerifyingKey) -> Result<Vec<u8>, VerifyError> {
         let payload = decode(&self.payload).ok_or(VerifyError::Base64("payload"))?;
         let key_id = key::key_id(key);
-        let signature = self
-            .signatures
-            .iter()
-            .find(|s| s.keyid == key_id)
-            .ok_or_else(|| VerifyError::NoSignatureForKey {
-                key_id: key_id.clone(),
-                found: self.signatures.iter().map(|s| s.keyid.clone()).collect(),
-            })?;
+        let signature =
+            self.signatures
+                .iter()
+                .find(|s| s.keyid == key_id)
+                .ok_or_else(|| VerifyError::NoSignatureForKey {
+                    key_id: key_id.clone(),
+                    found: self.signatures.iter().map(|s| s.keyid.clone()).collect(),
+                })?;
         let bytes = decode(&signature.sig).ok_or(VerifyError::Base64("signature"))?;
-        let sig = EdSignature::from_slice(&bytes).map_err(|_| VerifyError::BadSignature {
-            key_id: key_id.clone(),
-        })?;
+        let sig = EdSignature::from_slice(&bytes).map_err(|_| VerifyError::BadSignature { key_id: key_id.clone() })?;
         key.verify_strict(&pae(&self.payload_type, &payload), &sig)
             .map_err(|_| VerifyError::BadSignature { key_id })?;
         Ok(payload)
@@ -89,10 +81,7 @@ impl Envelope {
 }
 
 fn decode(text: &str) -> Option<Vec<u8>> {
-    STANDARD
-        .decode(text)
-        .or_else(|_| URL_SAFE.decode(text))
-        .ok()
+    STANDARD.decode(text).or_else(|_| URL_SAFE.decode(text)).ok()
 }
 
 #[cfg(test)]
@@ -112,10 +101,7 @@ mod tests {
     fn signs_and_verifies_and_rejects_other_keys_and_changes() {
         let key = key::generate();
         let env = Envelope::sign(PAYLOAD_TYPE, b"{\"a\":1}", &key);
-        assert_eq!(
-            env.verified_payload(&key.verifying_key()).unwrap(),
-            b"{\"a\":1}"
-        );
+        assert_eq!(env.verified_payload(&key.verifying_key()).unwrap(), b"{\"a\":1}");
         let other = key::generate().verifying_key();
         assert!(matches!(
             env.verified_payload(&other),

@@ -9,9 +9,7 @@
 //! `{"keytype":"ed25519","keyval":{"public":HEX},"scheme":"ed25519"}`.
 
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
-use ed25519_dalek::pkcs8::{
-    DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, KeypairBytes,
-};
+use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, KeypairBytes};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use std::path::{Path, PathBuf};
 
@@ -161,15 +159,9 @@ mod tests {
         // PKCS#8 v1 for ed25519 is exactly 48 bytes of DER: 64 base64 characters.
         let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
         assert_eq!(b64.len(), 64, "v1 carries no public key");
-        assert_eq!(
-            SigningKey::from_pkcs8_pem(&pem).unwrap().to_bytes(),
-            key.to_bytes()
-        );
+        assert_eq!(SigningKey::from_pkcs8_pem(&pem).unwrap().to_bytes(), key.to_bytes());
         let public = public_pem(&key.verifying_key());
-        assert_eq!(
-            VerifyingKey::from_public_key_pem(&public).unwrap(),
-            key.verifying_key()
-        );
+        assert_eq!(VerifyingKey::from_public_key_pem(&public).unwrap(), key.verifying_key());
     }
 
     #[test]

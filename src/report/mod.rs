@@ -192,10 +192,7 @@ impl Report {
             type_: STATEMENT_TYPE.into(),
             subject: vec![Subject {
                 name: self.transcript.file.clone(),
-                digest: BTreeMap::from([(
-                    "sha256".to_owned(),
-                    self.transcript.summary.sha256.clone(),
-                )]),
+                digest: BTreeMap::from([("sha256".to_owned(), self.transcript.summary.sha256.clone())]),
             }],
             predicate_type: PREDICATE_TYPE.into(),
             predicate: self.clone(),
@@ -286,9 +283,7 @@ pub enum VerifyError {
     #[error("the statement has no subject {TRANSCRIPT_FILE:?} with a sha256 digest")]
     NoTranscriptSubject,
     /// The transcript's digest is not the one signed.
-    #[error(
-        "the transcript's SHA-256 is {actual}, the signed report says {expected}: the transcript was changed"
-    )]
+    #[error("the transcript's SHA-256 is {actual}, the signed report says {expected}: the transcript was changed")]
     TranscriptDigest {
         /// The signed digest.
         expected: String,
@@ -372,13 +367,9 @@ pub fn verify(
     let payload = env.verified_payload(key)?;
     let key_id = key::key_id(key);
     on_check(format!("ed25519 signature by key {key_id}"));
-    let statement: Statement =
-        serde_json::from_slice(&payload).map_err(|e| VerifyError::Statement(e.to_string()))?;
+    let statement: Statement = serde_json::from_slice(&payload).map_err(|e| VerifyError::Statement(e.to_string()))?;
     if statement.type_ != STATEMENT_TYPE {
-        return Err(VerifyError::Statement(format!(
-            "_type is {:?}",
-            statement.type_
-        )));
+        return Err(VerifyError::Statement(format!("_type is {:?}", statement.type_)));
     }
     if statement.predicate_type != PREDICATE_TYPE {
         return Err(VerifyError::Statement(format!(
@@ -404,8 +395,7 @@ pub fn verify(
         "in-toto Statement v1, predicate {PREDICATE_TYPE} format {FORMAT_VERSION}, subject {} sha256 {subject}",
         report.transcript.file
     ));
-    let revealed =
-        RunSecret::from_hex(&report.run_secret.revealed).ok_or(VerifyError::SecretCommitment)?;
+    let revealed = RunSecret::from_hex(&report.run_secret.revealed).ok_or(VerifyError::SecretCommitment)?;
     if revealed.commitment() != report.run_secret.commitment {
         return Err(VerifyError::SecretCommitment);
     }
@@ -420,9 +410,7 @@ pub fn verify(
                     actual,
                 });
             }
-            on_check(format!(
-                "transcript SHA-256 matches the signed subject ({actual})"
-            ));
+            on_check(format!("transcript SHA-256 matches the signed subject ({actual})"));
             let summary = verify_chain(bytes).map_err(VerifyError::TranscriptChain)?;
             if summary.lines != report.transcript.summary.lines {
                 return Err(VerifyError::TranscriptLines {
@@ -430,10 +418,7 @@ pub fn verify(
                     actual: summary.lines,
                 });
             }
-            on_check(format!(
-                "transcript hash chain intact over {} lines",
-                summary.lines
-            ));
+            on_check(format!("transcript hash chain intact over {} lines", summary.lines));
             Some(summary)
         }
     };

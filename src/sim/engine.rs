@@ -1,12 +1,22 @@
-//! [`Engine`]: admission, the KV pool and the model, behind one lock.
+//! [`Engine`]: admission, the KV pools and the model, behind one lock.
 //!
-//! For each request the engine takes pages for the prompt and the completion, writes
-//! the prompt's tokens into them, reads them back for the model, writes the model's
-//! tokens after them, and frees the pages without clearing them. Faults act on this
-//! path; the model only ever sees what the pages hold.
+//! Unified mode: one pool. For each request the engine takes pages for the prompt and
+//! the completion, writes the prompt's tokens into them, reads them back for the
+//! model, writes the model's tokens after them, and frees the pages without clearing
+//! them.
+//!
+//! Disaggregated mode: a prefill node and a decode node with pools of their own. The
+//! prefill node takes pages for the prompt and writes it; the KV transfer copies those
+//! pages, whole, into pages the decode node reserved for prompt and completion; the
+//! prefill pages are freed; the decode node reads the prompt back, runs the model,
+//! writes the completion and frees its pages. A healthy engine refuses, before any
+//! allocation, a request that one of the pools cannot hold.
+//!
+//! Faults act on this path (see [`Fault`]); the model only ever sees what the pages
+//! hold.
 
 use super::kv::{KvPool, PageId};
-use super::{Fault, SimConfig, model, tokenizer};
+use super::{Fault, SimConfig, model};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,7 +30,7 @@ const ADMISSION_WAIT: Duration = Duration::from_secs(30);
 pub struct Generation {
     /// The generated text.
     pub text: String,
-    /// Tokens in the prompt.
+    /// Tokens of prompt the engine processed.
     pub prompt_tokens: usize,
     /// Tokens generated.
     pub completion_tokens: usize,
@@ -28,28 +38,50 @@ pub struct Generation {
     pub finish_reason: &'static str,
 }
 
-/// The engine could not serve a request.
+/// The engine did not serve a request.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
     /// Not enough free pages came free in time.
     #[error("no KV pages came free within {0:?}")]
     Busy(Duration),
+    /// A KV pool can never hold the request: it is retired with this error.
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// The reference vendor's engine.
 #[derive(Debug)]
 pub struct Engine {
-    fault: Option<Fault>,
+    faults: Vec<Fault>,
     stale_above: usize,
+    disaggregated: bool,
     state: Mutex<State>,
     freed: Notify,
 }
 
 #[derive(Debug)]
 struct State {
-    pool: KvPool,
+    /// The unified pool, or the prefill node's.
+    prefill: KvPool,
+    /// The decode node's pool (disaggregated mode only).
+    decode: Option<KvPool>,
     vocab: Vocab,
+}
+
+#[derive(Clone, Copy)]
+enum Node {
+    Prefill,
+    Decode,
+}
+
+impl State {
+    fn pool(&mut self, node: Node) -> &mut KvPool {
+        match node {
+            Node::Prefill => &mut self.prefill,
+            Node::Decode => self.decode.as_mut().expect("decode pool in disaggregated mode"),
+        }
+    }
 }
 
 /// Token strings by id; id 0 is the empty token.
@@ -83,74 +115,179 @@ impl Vocab {
 }
 
 impl Engine {
-    /// An engine with the pool and faults of `config`.
+    /// An engine with the pools and faults of `config`.
     pub fn new(config: &SimConfig) -> Self {
+        let (prefill, decode) = match config.disaggregated {
+            Some(d) => (
+                KvPool::new(config.page_tokens, d.prefill_pool_tokens.div_ceil(config.page_tokens)),
+                Some(KvPool::new(
+                    config.page_tokens,
+                    d.decode_pool_tokens.div_ceil(config.page_tokens),
+                )),
+            ),
+            None => (KvPool::new(config.page_tokens, config.pages()), None),
+        };
         Engine {
-            fault: config.fault,
+            faults: config.faults.clone(),
             stale_above: config.stale_above(),
+            disaggregated: config.disaggregated.is_some(),
             state: Mutex::new(State {
-                pool: KvPool::new(config.page_tokens, config.pages()),
+                prefill,
+                decode,
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),
         }
     }
 
-    /// Serves one templated prompt of `prompt_tokens` tokens (already checked against
-    /// the context window) with at most `max_tokens` tokens of answer.
-    pub async fn generate(
-        &self,
-        prompt: &str,
-        prompt_tokens: usize,
-        max_tokens: usize,
-    ) -> Result<Generation, EngineError> {
-        let pages = self.admit(prompt_tokens + max_tokens).await?;
-        let mut st = self.state.lock().expect("engine lock poisoned");
-        let ids: Vec<u32> = tokenizer::tokens(prompt)
-            .map(|t| st.vocab.intern(t))
-            .collect();
-        let skip_writes = self.fault == Some(Fault::StalePages) && ids.len() > self.stale_above;
-        if !skip_writes {
-            st.pool.write(&pages, 0, &ids);
-        }
-        let answer = {
-            let read = st.pool.read(&pages, ids.len());
-            let view: Vec<&str> = read.iter().map(|&id| st.vocab.get(id)).collect();
-            model::respond(&view, max_tokens)
-        };
-        let out: Vec<u32> = tokenizer::tokens(&answer.text)
-            .map(|t| st.vocab.intern(t))
-            .collect();
-        st.pool.write(&pages, ids.len(), &out);
-        st.pool.release(pages);
-        drop(st);
-        self.freed.notify_waiters();
-        Ok(Generation {
-            text: answer.text,
-            prompt_tokens: ids.len(),
-            completion_tokens: answer.tokens,
-            finish_reason: if answer.truncated { "length" } else { "stop" },
-        })
+    fn has(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
     }
 
-    async fn admit(&self, tokens: usize) -> Result<Vec<PageId>, EngineError> {
+    /// Serves one templated prompt, given as its tokens (already checked against the
+    /// context window), with at most `max_tokens` tokens of answer.
+    pub async fn generate(&self, prompt: &[&str], max_tokens: usize) -> Result<Generation, EngineError> {
+        let generation = if self.disaggregated {
+            self.disaggregated(prompt, max_tokens).await
+        } else {
+            self.unified(prompt, max_tokens).await
+        };
+        self.freed.notify_waiters();
+        generation
+    }
+
+    async fn unified(&self, prompt: &[&str], max_tokens: usize) -> Result<Generation, EngineError> {
+        let n = prompt.len();
+        let capacity = self.lock().prefill.capacity_tokens();
+        if n + max_tokens > capacity {
+            return Err(EngineError::TooLarge(format!(
+                "the request needs {} tokens of KV cache; the pool holds {capacity}",
+                n + max_tokens
+            )));
+        }
+        let pages = self.admit(Node::Prefill, n + max_tokens).await?;
+        let mut st = self.lock();
+        let ids: Vec<u32> = prompt.iter().map(|t| st.vocab.intern(t)).collect();
+        let skip_writes = self.has(Fault::StalePages) && n > self.stale_above;
+        if !skip_writes {
+            st.prefill.write(&pages, 0, &ids);
+        }
+        let generation = decode(&mut st, Node::Prefill, &pages, n, n, max_tokens);
+        st.prefill.release(pages);
+        Ok(generation)
+    }
+
+    async fn disaggregated(&self, prompt: &[&str], max_tokens: usize) -> Result<Generation, EngineError> {
+        let n = prompt.len();
+        let (prefill_cap, decode_cap) = {
+            let mut st = self.lock();
+            (st.prefill.capacity_tokens(), st.pool(Node::Decode).capacity_tokens())
+        };
+        // The request as the prefill node will process it. With `reject-continue`, a
+        // prompt over the prefill pool is marked rejected and swapped for a 1-token
+        // placeholder, and admission, which checks only "finished", lets it on.
+        let mut prefill_len = n;
+        if n > prefill_cap {
+            if !self.has(Fault::RejectContinue) {
+                return Err(EngineError::TooLarge(format!(
+                    "the prompt has {n} tokens; the prefill KV pool holds {prefill_cap}"
+                )));
+            }
+            prefill_len = 1;
+        }
+        let transfer_fits = n + max_tokens <= decode_cap;
+        if !transfer_fits && !self.has(Fault::AbortAsLength) {
+            return Err(EngineError::TooLarge(format!(
+                "the request needs {} tokens on the decode node; its KV pool holds {decode_cap}",
+                n + max_tokens
+            )));
+        }
+
+        // Prefill: write the (possibly placeholder) prompt.
+        let prefill_pages = self.admit(Node::Prefill, prefill_len).await?;
+        let kv = {
+            let mut st = self.lock();
+            let ids: Vec<u32> = prompt[..prefill_len].iter().map(|t| st.vocab.intern(t)).collect();
+            st.prefill.write(&prefill_pages, 0, &ids);
+            // The transfer copies whole pages, as engines do.
+            let whole = prefill_pages.len() * st.prefill.page_tokens();
+            st.prefill.read(&prefill_pages, whole)
+        };
+
+        if !transfer_fits {
+            // `abort-as-length`: the transfer is aborted for want of decode pages, and
+            // the request is answered as if it had run out of tokens.
+            self.lock().prefill.release(prefill_pages);
+            return Ok(Generation {
+                text: String::new(),
+                prompt_tokens: prefill_len,
+                completion_tokens: 0,
+                finish_reason: "length",
+            });
+        }
+
+        // Transfer: the decode node reserves pages for the original request (its
+        // length came with the bootstrap) and receives the prefill pages.
+        let decode_pages = match self.admit(Node::Decode, n + max_tokens).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.lock().prefill.release(prefill_pages);
+                return Err(e);
+            }
+        };
+        let mut st = self.lock();
+        st.pool(Node::Decode).write(&decode_pages, 0, &kv);
+        st.prefill.release(prefill_pages);
+        // Decode reads every position it reserved for the prompt.
+        let mut generation = decode(&mut st, Node::Decode, &decode_pages, n, prefill_len, max_tokens);
+        st.pool(Node::Decode).release(decode_pages);
+        generation.prompt_tokens = prefill_len;
+        Ok(generation)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("engine lock poisoned")
+    }
+
+    async fn admit(&self, node: Node, tokens: usize) -> Result<Vec<PageId>, EngineError> {
         let deadline = tokio::time::Instant::now() + ADMISSION_WAIT;
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            if let Some(pages) = self
-                .state
-                .lock()
-                .expect("engine lock poisoned")
-                .pool
-                .allocate(tokens)
-            {
+            if let Some(pages) = self.lock().pool(node).allocate(tokens) {
                 return Ok(pages);
             }
             if tokio::time::timeout_at(deadline, freed).await.is_err() {
                 return Err(EngineError::Busy(ADMISSION_WAIT));
             }
         }
+    }
+}
+
+/// Reads `read_len` prompt positions of `pages`, runs the model, writes its answer
+/// after the prompt.
+fn decode(
+    st: &mut State,
+    node: Node,
+    pages: &[PageId],
+    read_len: usize,
+    prompt_tokens: usize,
+    max_tokens: usize,
+) -> Generation {
+    let answer = {
+        let read = st.pool(node).read(pages, read_len);
+        let view: Vec<&str> = read.iter().map(|&id| st.vocab.get(id)).collect();
+        model::respond(&view, max_tokens)
+    };
+    let out: Vec<u32> = super::tokenizer::tokens(&answer.text)
+        .map(|t| st.vocab.intern(t))
+        .collect();
+    st.pool(node).write(pages, read_len, &out);
+    Generation {
+        text: answer.text,
+        prompt_tokens,
+        completion_tokens: answer.tokens,
+        finish_reason: if answer.truncated { "length" } else { "stop" },
     }
 }

@@ -75,9 +75,7 @@ impl KvPool {
 
     /// Reads logical positions `0..len` of the request's pages.
     pub fn read(&self, pages: &[PageId], len: usize) -> Vec<u32> {
-        (0..len)
-            .map(|pos| self.slots[self.slot(pages, pos)])
-            .collect()
+        (0..len).map(|pos| self.slots[self.slot(pages, pos)]).collect()
     }
 
     /// Gives pages back without clearing them.
@@ -104,11 +102,7 @@ mod tests {
         pool.release(a.clone());
         let b = pool.allocate(8).unwrap();
         assert_eq!(b, a, "the pages freed last are taken first, in order");
-        assert_eq!(
-            pool.read(&b, 8),
-            [1, 2, 3, 4, 5, 6, 7, 8],
-            "residue is not cleared"
-        );
+        assert_eq!(pool.read(&b, 8), [1, 2, 3, 4, 5, 6, 7, 8], "residue is not cleared");
         pool.write(&b, 0, &[9; 8]);
         assert_eq!(pool.read(&b, 8), [9; 8]);
     }

@@ -33,20 +33,65 @@ use tokio::task::JoinHandle;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 #[non_exhaustive]
 pub enum Fault {
-    /// Requests whose prompt is longer than `--stale-above` tokens (default: half the
-    /// context) are admitted without their prompt being written into their KV pages,
-    /// as a mis-admitted request would be; the model then reads whatever earlier
-    /// requests, of any tenant, left in those pages.
+    /// Prompts longer than `--stale-above` tokens (default: half the context) are
+    /// admitted without being written into their KV pages; the model reads whatever
+    /// earlier requests, of any tenant, left there.
     StalePages,
+    /// (disaggregated) The SGLang mechanism of the 2026 incident: a prompt over the
+    /// prefill pool is marked rejected and swapped for a 1-token placeholder, admission
+    /// checks only "finished", prefill writes the first page, the transfer and decode go
+    /// on, and decode reads every page it reserved: 200 with text from residue, and
+    /// `usage.prompt_tokens` 1.
+    RejectContinue,
+    /// (disaggregated) A request whose KV transfer cannot get decode pages is aborted
+    /// and answered 200 with `finish_reason: "length"`, no content and no error.
+    AbortAsLength,
+    /// Prompts over `--truncate-to` tokens (default: half the context), and over the
+    /// context, silently lose their middle and are answered 200.
+    SilentTruncate,
+    /// `usage.prompt_tokens` reports three quarters of the tokens processed.
+    UsageMisreport,
+    /// Refusals (every error but 401) become 200 with empty content.
+    #[value(name = "error-as-200")]
+    ErrorAs200,
+    /// Streams fail half-way through their answer and just end: no error frame, no
+    /// finish reason, no `[DONE]`.
+    StreamNoErrorFrame,
 }
 
 impl Fault {
+    /// Every fault, in documentation order.
+    pub const ALL: &[Fault] = &[
+        Fault::StalePages,
+        Fault::RejectContinue,
+        Fault::AbortAsLength,
+        Fault::SilentTruncate,
+        Fault::UsageMisreport,
+        Fault::ErrorAs200,
+        Fault::StreamNoErrorFrame,
+    ];
+
     /// The fault's name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Fault::StalePages => "stale-pages",
+            Fault::RejectContinue => "reject-continue",
+            Fault::AbortAsLength => "abort-as-length",
+            Fault::SilentTruncate => "silent-truncate",
+            Fault::UsageMisreport => "usage-misreport",
+            Fault::ErrorAs200 => "error-as-200",
+            Fault::StreamNoErrorFrame => "stream-no-error-frame",
         }
     }
+}
+
+/// Separate prefill and decode pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Disaggregation {
+    /// The prefill node's KV pool, in tokens.
+    pub prefill_pool_tokens: usize,
+    /// The decode node's KV pool, in tokens.
+    pub decode_pool_tokens: usize,
 }
 
 /// How the reference vendor is set up.
@@ -58,33 +103,39 @@ pub struct SimConfig {
     pub context: usize,
     /// Tokens per KV page.
     pub page_tokens: usize,
-    /// KV pages in the pool; `None`: enough for two full contexts.
+    /// KV pages in the unified pool; `None`: enough for two full contexts.
     pub pages: Option<usize>,
-    /// The injected fault, if any.
-    pub fault: Option<Fault>,
+    /// Separate prefill and decode pools; `None`: one unified pool.
+    pub disaggregated: Option<Disaggregation>,
+    /// The injected faults.
+    pub faults: Vec<Fault>,
     /// The prompt length above which `stale-pages` skips writes; `None`: half the
     /// context.
     pub stale_above: Option<usize>,
+    /// The most prompt tokens `silent-truncate` keeps; `None`: half the context.
+    pub truncate_to: Option<usize>,
     /// Tenants: label and API key.
     pub tenants: Vec<(String, Secret)>,
 }
 
 impl SimConfig {
     /// A healthy sim with these tenants and the defaults: model `sim-1`, 8,192-token
-    /// context, 16-token pages, a pool for two full contexts.
+    /// context, 16-token pages, one pool for two full contexts.
     pub fn new(tenants: Vec<(String, Secret)>) -> Self {
         SimConfig {
             model: "sim-1".into(),
             context: 8192,
             page_tokens: 16,
             pages: None,
-            fault: None,
+            disaggregated: None,
+            faults: Vec::new(),
             stale_above: None,
+            truncate_to: None,
             tenants,
         }
     }
 
-    /// KV pages in the pool.
+    /// KV pages in the unified pool.
     pub fn pages(&self) -> usize {
         self.pages
             .unwrap_or_else(|| (2 * self.context).div_ceil(self.page_tokens))
@@ -93,6 +144,16 @@ impl SimConfig {
     /// The prompt length above which `stale-pages` applies.
     pub fn stale_above(&self) -> usize {
         self.stale_above.unwrap_or(self.context / 2)
+    }
+
+    /// The most prompt tokens `silent-truncate` keeps.
+    pub fn truncate_to(&self) -> usize {
+        self.truncate_to.unwrap_or(self.context / 2)
+    }
+
+    /// Whether `fault` is injected.
+    pub fn has(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
     }
 }
 

@@ -9,10 +9,13 @@
 //!
 //! What it does with what it reads, in order:
 //!
-//! 1. It takes the last user turn: the tokens after the last `<|user|>` marker, up to
-//!    the next marker (the whole text when there is none).
-//! 2. If that turn asks "what is the value of KEY", it looks through everything it
-//!    read for `KEY is VALUE`, `KEY: VALUE` or `KEY = VALUE` and answers
+//! 1. If what it read is a well-formed prompt (it ends with the `<|assistant|>`
+//!    marker the chat template appends), it takes the last user turn: the tokens after
+//!    the last `<|user|>` marker, up to the next marker. Otherwise the pages hold no
+//!    prompt of this request (they were not written, or only in part) and it takes
+//!    everything it read, from the start, markers left out.
+//! 2. For each "what is the value of KEY" the turn asks, in order, it looks through
+//!    everything it read for `KEY is VALUE`, `KEY: VALUE` or `KEY = VALUE` and answers
 //!    `The value of KEY is VALUE.`, or says it cannot find it.
 //! 3. Otherwise it repeats the turn, from its first token.
 //!
@@ -35,17 +38,20 @@ const QUESTION: &str = "what is the value of ";
 
 /// Answers from `view`, the token strings read from the request's pages.
 pub fn respond(view: &[&str], max_tokens: usize) -> Answer {
-    let turn = last_user_turn(view);
-    let turn_text: String = turn.concat();
-    let full = match question_key(&turn_text) {
-        Some(key) => {
-            let context: String = view.concat();
-            match lookup(&context, &key) {
+    let turn: String = turn(view).iter().filter(|t| !is_marker(t)).copied().collect();
+    let keys = question_keys(&turn);
+    let full = if keys.is_empty() {
+        turn.trim_start().to_owned()
+    } else {
+        let context: String = view.concat();
+        let answers: Vec<String> = keys
+            .iter()
+            .map(|key| match lookup(&context, key) {
                 Some(value) => format!("The value of {key} is {value}."),
                 None => format!("I cannot find the value of {key} in the context."),
-            }
-        }
-        None => turn_text.trim_start().to_owned(),
+            })
+            .collect();
+        answers.join(" ")
     };
     let mut text = String::new();
     let mut tokens = 0;
@@ -70,7 +76,13 @@ fn is_marker(token: &str) -> bool {
     t.starts_with("<|") && t.ends_with("|>")
 }
 
-fn last_user_turn<'v, 'a>(view: &'v [&'a str]) -> &'v [&'a str] {
+/// The part of `view` the model answers (step 1 of the module documentation).
+fn turn<'v, 'a>(view: &'v [&'a str]) -> &'v [&'a str] {
+    let last = view.iter().rev().find(|t| !t.trim().is_empty());
+    let well_formed = last.is_some_and(|t| t.trim_start() == "<|assistant|>");
+    if !well_formed {
+        return view;
+    }
     match view.iter().rposition(|t| t.trim_start() == "<|user|>") {
         Some(i) => {
             let rest = &view[i + 1..];
@@ -81,15 +93,19 @@ fn last_user_turn<'v, 'a>(view: &'v [&'a str]) -> &'v [&'a str] {
     }
 }
 
-fn question_key(turn: &str) -> Option<String> {
+fn question_keys(turn: &str) -> Vec<String> {
     let lower = turn.to_ascii_lowercase();
-    let at = lower.rfind(QUESTION)? + QUESTION.len();
-    let key: String = turn[at..]
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        .collect();
-    let key = key.trim_end_matches('.').to_owned();
-    (!key.is_empty()).then_some(key)
+    lower
+        .match_indices(QUESTION)
+        .filter_map(|(at, _)| {
+            let key: String = turn[at + QUESTION.len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                .collect();
+            let key = key.trim_end_matches('.').to_owned();
+            (!key.is_empty()).then_some(key)
+        })
+        .collect()
 }
 
 fn lookup(context: &str, key: &str) -> Option<String> {
@@ -129,14 +145,35 @@ mod tests {
     }
 
     #[test]
+    fn reads_residue_from_the_start_when_the_pages_hold_no_prompt() {
+        let a = answer(
+            "<|user|>\nold record of someone\n<|assistant|>\nold answer <|user|>\n more",
+            4,
+        );
+        assert_eq!(a.text, "old record of someone");
+    }
+
+    #[test]
+    fn answers_every_question_in_order() {
+        let a = answer(
+            "<|user|>\nk1 is red. k2: blue. What is the value of k2? What is the value of k1? What is the value of k3?\n<|assistant|>\n",
+            64,
+        );
+        assert_eq!(
+            a.text,
+            "The value of k2 is blue. The value of k1 is red. I cannot find the value of k3 in the context."
+        );
+    }
+
+    #[test]
     fn answers_value_questions_from_what_it_read() {
         let a = answer(
-            "<|user|>\nThe code word is kestrel-42. Filler text. What is the value of code word? no: The code word?",
+            "<|user|>\nThe code word is kestrel-42. What is the value of code word?\n<|assistant|>\n",
             50,
         );
         assert_eq!(a.text, "I cannot find the value of code in the context.");
         let a = answer(
-            "<|user|>\nalpha-7 is magenta. What is the value of alpha-7?",
+            "<|user|>\nalpha-7 is magenta. What is the value of alpha-7?\n<|assistant|>\n",
             50,
         );
         assert_eq!(a.text, "The value of alpha-7 is magenta.");
@@ -144,7 +181,7 @@ mod tests {
 
     #[test]
     fn cuts_at_max_tokens() {
-        let a = answer("<|user|>\none two three four", 2);
+        let a = answer("<|user|>\none two three four\n<|assistant|>\n", 2);
         assert_eq!(a.text, "one two");
         assert_eq!(a.tokens, 2);
         assert!(a.truncated);

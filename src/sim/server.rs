@@ -1,6 +1,6 @@
 //! The reference vendor's HTTP front end (OpenAI-compatible).
 
-use super::{Engine, EngineError, SimConfig, tokenizer};
+use super::{Engine, EngineError, Fault, SimConfig, tokenizer};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -18,6 +18,8 @@ struct Sim {
     model: String,
     context: usize,
     engine: Engine,
+    faults: Vec<Fault>,
+    truncate_to: usize,
     /// API key → tenant label.
     keys: HashMap<String, String>,
 }
@@ -25,6 +27,8 @@ struct Sim {
 pub(super) fn router(config: SimConfig) -> Router {
     let sim = Sim {
         engine: Engine::new(&config),
+        faults: config.faults.clone(),
+        truncate_to: config.truncate_to(),
         model: config.model,
         context: config.context,
         keys: config
@@ -48,18 +52,8 @@ pub(super) fn router(config: SimConfig) -> Router {
 }
 
 fn error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response {
-    let body =
-        json!({ "error": { "message": message, "type": kind, "param": null, "code": code } });
+    let body = json!({ "error": { "message": message, "type": kind, "param": null, "code": code } });
     (status, axum::Json(body)).into_response()
-}
-
-fn invalid(message: &str) -> Response {
-    error(
-        StatusCode::BAD_REQUEST,
-        "invalid_request_error",
-        "invalid_request",
-        message,
-    )
 }
 
 impl Sim {
@@ -119,6 +113,8 @@ struct ChatBody {
     #[serde(default)]
     max_completion_tokens: Option<u64>,
     #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
     stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
@@ -138,136 +134,216 @@ struct StreamOptions {
 
 const DEFAULT_MAX_TOKENS: u64 = 256;
 
+/// A successful answer, before faults shape how it is sent.
+struct Reply {
+    text: String,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    finish_reason: &'static str,
+}
+
+/// How the client asked for the answer.
+#[derive(Clone, Copy)]
+struct Delivery {
+    stream: bool,
+    include_usage: bool,
+}
+
+impl Sim {
+    fn has(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
+    }
+
+    /// A refusal: an OpenAI-style error, or with `error-as-200` an empty success.
+    fn refuse(&self, delivery: Delivery, status: StatusCode, code: &str, message: &str) -> Response {
+        if self.has(Fault::ErrorAs200) && status != StatusCode::UNAUTHORIZED {
+            let empty = Reply {
+                text: String::new(),
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                finish_reason: "stop",
+            };
+            return self.reply(delivery, empty);
+        }
+        let kind = if status.is_server_error() {
+            "server_error"
+        } else {
+            "invalid_request_error"
+        };
+        let mut r = error(status, kind, code, message);
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        r
+    }
+
+    /// A successful answer, as a body or a stream.
+    fn reply(&self, delivery: Delivery, reply: Reply) -> Response {
+        let id = format!("chatcmpl-{}", crate::hex(&crate::random_bytes::<12>()));
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let reported_prompt = if self.has(Fault::UsageMisreport) {
+            reply.prompt_tokens * 3 / 4
+        } else {
+            reply.prompt_tokens
+        };
+        let usage = json!({
+            "prompt_tokens": reported_prompt,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reported_prompt + reply.completion_tokens,
+        });
+        let mut response = if delivery.stream {
+            let chunk = |delta: Value, finish: Option<&str>| {
+                json!({
+                    "id": id, "object": "chat.completion.chunk", "created": created, "model": self.model,
+                    "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
+                })
+            };
+            let mut events = vec![chunk(json!({ "role": "assistant", "content": "" }), None)];
+            let pieces: Vec<&str> = tokenizer::tokens(&reply.text).collect();
+            let broken = self.has(Fault::StreamNoErrorFrame);
+            let sent = if broken { pieces.len() / 2 } else { pieces.len() };
+            for piece in &pieces[..sent] {
+                events.push(chunk(json!({ "content": piece }), None));
+            }
+            let mut tail = Vec::new();
+            if !broken {
+                events.push(chunk(json!({}), Some(reply.finish_reason)));
+                if delivery.include_usage {
+                    events.push(json!({
+                        "id": id, "object": "chat.completion.chunk", "created": created, "model": self.model,
+                        "choices": [], "usage": usage,
+                    }));
+                }
+                tail.push(Event::default().data("[DONE]"));
+            }
+            let events = events
+                .into_iter()
+                .map(|v| Event::default().data(v.to_string()))
+                .chain(tail)
+                .map(Ok::<_, Infallible>);
+            Sse::new(futures_util::stream::iter(events)).into_response()
+        } else {
+            axum::Json(json!({
+                "id": id, "object": "chat.completion", "created": created, "model": self.model,
+                "choices": [{
+                    "index": 0,
+                    "message": { "role": "assistant", "content": reply.text },
+                    "finish_reason": reply.finish_reason,
+                }],
+                "usage": usage,
+            }))
+            .into_response()
+        };
+        if let Ok(v) = header::HeaderValue::from_str(&id) {
+            response.headers_mut().insert("x-request-id", v);
+        }
+        response
+    }
+}
+
 async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(r) = sim.tenant(&headers) {
         return r.into_response();
     }
+    // Before the body is understood, ask for a stream if it plainly does.
+    let mut delivery = Delivery {
+        stream: serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["stream"] == true),
+        include_usage: false,
+    };
+    let bad = StatusCode::BAD_REQUEST;
     let req: ChatBody = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
-            return invalid(&format!(
-                "We could not parse the JSON body of your request: {e}"
-            ));
+            let msg = format!("We could not parse the JSON body of your request: {e}");
+            return sim.refuse(delivery, bad, "invalid_request", &msg);
         }
     };
+    delivery.stream = req.stream;
+    delivery.include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     if req.model != sim.model {
-        return error(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            &format!("The model `{}` does not exist.", req.model),
-        );
+        let msg = format!("The model `{}` does not exist.", req.model);
+        return sim.refuse(delivery, StatusCode::NOT_FOUND, "model_not_found", &msg);
     }
     if req.messages.is_empty() {
-        return invalid("'messages' must contain at least one message.");
+        return sim.refuse(
+            delivery,
+            bad,
+            "invalid_request",
+            "'messages' must contain at least one message.",
+        );
     }
     let max_tokens = req
         .max_completion_tokens
         .or(req.max_tokens)
         .unwrap_or(DEFAULT_MAX_TOKENS);
     if max_tokens == 0 {
-        return invalid("'max_tokens' must be at least 1.");
+        return sim.refuse(delivery, bad, "invalid_request", "'max_tokens' must be at least 1.");
+    }
+    if req.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+        return sim.refuse(
+            delivery,
+            bad,
+            "invalid_request",
+            "'temperature' must be between 0 and 2.",
+        );
     }
     let prompt = match template(&req.messages) {
         Ok(p) => p,
-        Err(msg) => return invalid(&msg),
+        Err(msg) => return sim.refuse(delivery, bad, "invalid_request", &msg),
     };
-    let prompt_tokens = tokenizer::count(&prompt);
-    let requested = prompt_tokens as u64 + max_tokens;
-    if requested > sim.context as u64 {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "context_length_exceeded",
-            &format!(
-                "This model's maximum context length is {} tokens. However, you requested {requested} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
-                sim.context
-            ),
+    let mut tokens: Vec<&str> = tokenizer::tokens(&prompt).collect();
+    let max_tokens = max_tokens.min(sim.context as u64) as usize;
+    if sim.has(Fault::SilentTruncate) {
+        // Keep the head and the tail, drop the middle, say nothing.
+        let keep = sim.truncate_to.min(sim.context.saturating_sub(max_tokens)).max(2);
+        if tokens.len() > keep {
+            let tail = tokens.split_off(tokens.len() - keep / 2);
+            tokens.truncate(keep - keep / 2);
+            tokens.extend(tail);
+        }
+    }
+    let requested = tokens.len() + max_tokens;
+    if requested > sim.context {
+        let msg = format!(
+            "This model's maximum context length is {} tokens. However, you requested {requested} tokens ({} in the messages, {max_tokens} in the completion).",
+            sim.context,
+            tokens.len()
         );
+        return sim.refuse(delivery, bad, "context_length_exceeded", &msg);
     }
-    let generation = match sim
-        .engine
-        .generate(&prompt, prompt_tokens, max_tokens as usize)
-        .await
-    {
-        Ok(g) => g,
-        Err(e @ EngineError::Busy(_)) => {
-            let mut r = error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server_error",
-                "server_overloaded",
-                &e.to_string(),
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-            return r;
+    match sim.engine.generate(&tokens, max_tokens).await {
+        Ok(g) => sim.reply(
+            delivery,
+            Reply {
+                text: g.text,
+                prompt_tokens: g.prompt_tokens,
+                completion_tokens: g.completion_tokens,
+                finish_reason: g.finish_reason,
+            },
+        ),
+        Err(e @ EngineError::Busy(_)) => sim.refuse(
+            delivery,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_overloaded",
+            &e.to_string(),
+        ),
+        Err(e @ EngineError::TooLarge(_)) => {
+            let msg = format!("This request exceeds the model's KV cache: {e}.");
+            sim.refuse(delivery, bad, "context_length_exceeded", &msg)
         }
-    };
-    let id = format!("chatcmpl-{}", crate::hex(&crate::random_bytes::<12>()));
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let usage = json!({
-        "prompt_tokens": generation.prompt_tokens,
-        "completion_tokens": generation.completion_tokens,
-        "total_tokens": generation.prompt_tokens + generation.completion_tokens,
-    });
-    let mut response = if req.stream {
-        let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
-        let chunk = |delta: Value, finish: Option<&str>| {
-            json!({
-                "id": id, "object": "chat.completion.chunk", "created": created, "model": sim.model,
-                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
-            })
-        };
-        let mut events = vec![chunk(json!({ "role": "assistant", "content": "" }), None)];
-        for piece in tokenizer::tokens(&generation.text) {
-            events.push(chunk(json!({ "content": piece }), None));
-        }
-        events.push(chunk(json!({}), Some(generation.finish_reason)));
-        if include_usage {
-            events.push(json!({
-                "id": id, "object": "chat.completion.chunk", "created": created, "model": sim.model,
-                "choices": [], "usage": usage,
-            }));
-        }
-        let events = events
-            .into_iter()
-            .map(|v| Event::default().data(v.to_string()))
-            .chain(std::iter::once(Event::default().data("[DONE]")))
-            .map(Ok::<_, Infallible>);
-        Sse::new(futures_util::stream::iter(events)).into_response()
-    } else {
-        axum::Json(json!({
-            "id": id, "object": "chat.completion", "created": created, "model": sim.model,
-            "choices": [{
-                "index": 0,
-                "message": { "role": "assistant", "content": generation.text },
-                "finish_reason": generation.finish_reason,
-            }],
-            "usage": usage,
-        }))
-        .into_response()
-    };
-    if let Ok(v) = header::HeaderValue::from_str(&id) {
-        response.headers_mut().insert("x-request-id", v);
     }
-    response
 }
 
 /// The chat template: `<|role|>\ncontent\n` per message, then `<|assistant|>\n`.
 fn template(messages: &[InMessage]) -> Result<String, String> {
     let mut prompt = String::new();
     for (i, m) in messages.iter().enumerate() {
-        if !matches!(
-            m.role.as_str(),
-            "system" | "developer" | "user" | "assistant"
-        ) {
-            return Err(format!(
-                "Invalid value for 'messages[{i}].role': {:?}.",
-                m.role
-            ));
+        if !matches!(m.role.as_str(), "system" | "developer" | "user" | "assistant") {
+            return Err(format!("Invalid value for 'messages[{i}].role': {:?}.", m.role));
         }
         let text = match &m.content {
             Value::String(s) => s.clone(),
@@ -275,9 +351,7 @@ fn template(messages: &[InMessage]) -> Result<String, String> {
                 .iter()
                 .map(|p| match (p["type"].as_str(), p["text"].as_str()) {
                     (Some("text"), Some(t)) => Ok(t),
-                    _ => Err(format!(
-                        "Unsupported content part in 'messages[{i}].content'."
-                    )),
+                    _ => Err(format!("Unsupported content part in 'messages[{i}].content'.")),
                 })
                 .collect::<Result<Vec<_>, _>>()?
                 .concat(),

@@ -94,17 +94,6 @@ mod tests {
     #[test]
     fn splits_as_documented() {
         let t: Vec<&str> = tokens("<|user|> Maria's account 1234567890").collect();
-        assert_eq!(
-            t,
-            [
-                "<|user|>",
-                " Maria",
-                "'",
-                "s",
-                " account",
-                " 12345678",
-                "90"
-            ]
-        );
+        assert_eq!(t, ["<|user|>", " Maria", "'", "s", " account", " 12345678", "90"]);
     }
 }

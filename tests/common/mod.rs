@@ -33,18 +33,13 @@ impl Drop for TempDir {
 /// The `tenantcheck` binary, with no inherited tenant keys.
 pub fn tenantcheck() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tenantcheck"));
-    cmd.env_remove("TENANTCHECK_KEY_A")
-        .env_remove("TENANTCHECK_KEY_B");
+    cmd.env_remove("TENANTCHECK_KEY_A").env_remove("TENANTCHECK_KEY_B");
     cmd
 }
 
 /// Runs a command and returns its output with stdout and stderr as text.
 pub fn output(cmd: &mut Command) -> (Option<i32>, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = cmd.output().expect("the binary runs");
+    let Output { status, stdout, stderr } = cmd.output().expect("the binary runs");
     (
         status.code(),
         String::from_utf8_lossy(&stdout).into_owned(),
@@ -84,10 +79,9 @@ impl Sim {
 
     /// Writes a profile for this sim into `dir` and returns its path.
     pub fn profile(&self, dir: &Path) -> PathBuf {
-        let text =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"))
-                .unwrap()
-                .replace("http://127.0.0.1:8080/v1", &self.base_url);
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"))
+            .unwrap()
+            .replace("http://127.0.0.1:8080/v1", &self.base_url);
         assert!(text.contains(&self.base_url));
         let path = dir.join("sim-profile.toml");
         std::fs::write(&path, text).unwrap();
@@ -117,12 +111,7 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `tenantcheck run --vendor PROFILE --out RUN_DIR` with the two tenants' keys set.
-pub fn run_vendor(
-    profile: &Path,
-    run_dir: &Path,
-    key_a: &str,
-    key_b: &str,
-) -> (Option<i32>, String, String) {
+pub fn run_vendor(profile: &Path, run_dir: &Path, key_a: &str, key_b: &str) -> (Option<i32>, String, String) {
     output(
         tenantcheck()
             .args(["run", "--vendor"])

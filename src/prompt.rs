@@ -1,0 +1,301 @@
+//! [`PromptBuilder`]: prompts of a target token count for a tokenizer the suite does not
+//! know, with texts (needles, canary records) placed at chosen depths in natural filler.
+//!
+//! Lengths are set in characters from a characters-per-token ratio learnt from the
+//! vendor: [`PromptBuilder::learn`] takes a prompt's length and the vendor's
+//! `usage.prompt_tokens` for it (or a local tokenizer's count, where the profile names
+//! one), keeping the ratio within what real tokenizers give, so that a vendor that
+//! misreports usage cannot blow prompts up.
+//!
+//! The filler is English prose drawn from sentence patterns by a PRNG seeded per
+//! prompt (no fixed marker a vendor could filter, no single repeated word). A prompt is
+//! written once into one `String` of the right capacity; a 1,048,576-token prompt takes
+//! a few tens of milliseconds (see `benches/prompt.rs`).
+
+/// The range of characters per token believed (real tokenizers give about 2 to 6 for
+/// English prose).
+pub const MIN_CHARS_PER_TOKEN: f64 = 1.0;
+/// See [`MIN_CHARS_PER_TOKEN`].
+pub const MAX_CHARS_PER_TOKEN: f64 = 12.0;
+
+/// Builds prompts of a target token count.
+#[derive(Clone, Debug)]
+pub struct PromptBuilder {
+    chars_per_token: f64,
+}
+
+/// A text placed at a depth of the prompt: 0.0 at the start, 1.0 at the end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Placed {
+    /// Where, as a fraction of the filler.
+    pub depth: f64,
+    /// What.
+    pub text: String,
+}
+
+impl Default for PromptBuilder {
+    fn default() -> Self {
+        PromptBuilder { chars_per_token: 4.0 }
+    }
+}
+
+impl PromptBuilder {
+    /// The ratio it uses now.
+    pub fn chars_per_token(&self) -> f64 {
+        self.chars_per_token
+    }
+
+    /// Learns the ratio from a prompt of `chars` characters counted as `tokens` tokens.
+    /// Returns `false` when the count was implausible (and the ratio was clamped).
+    pub fn learn(&mut self, chars: usize, tokens: u64) -> bool {
+        if tokens == 0 {
+            return false;
+        }
+        let ratio = chars as f64 / tokens as f64;
+        self.chars_per_token = ratio.clamp(MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN);
+        (MIN_CHARS_PER_TOKEN..=MAX_CHARS_PER_TOKEN).contains(&ratio)
+    }
+
+    /// Characters for about `tokens` tokens.
+    pub fn chars_for(&self, tokens: u64) -> usize {
+        (tokens as f64 * self.chars_per_token) as usize
+    }
+
+    /// Tokens estimated for `chars` characters.
+    pub fn tokens_for(&self, chars: usize) -> u64 {
+        (chars as f64 / self.chars_per_token).round() as u64
+    }
+
+    /// A prompt of about `tokens` tokens: `head`, then filler with each of `placed` at
+    /// its depth (on a sentence boundary), then `tail`. `seed` varies the filler.
+    pub fn build(&self, tokens: u64, seed: u64, head: &str, placed: &[Placed], tail: &str) -> String {
+        let total = self.chars_for(tokens);
+        let fixed = head.len() + tail.len() + placed.iter().map(|p| p.text.len() + 2).sum::<usize>();
+        let filler = total.saturating_sub(fixed);
+        let mut order: Vec<&Placed> = placed.iter().collect();
+        order.sort_by(|a, b| a.depth.total_cmp(&b.depth));
+        let mut out = String::with_capacity(total.max(fixed) + 128);
+        out.push_str(head);
+        let mut prose = Prose::new(seed);
+        let start = out.len();
+        for p in order {
+            let at = start + (p.depth.clamp(0.0, 1.0) * filler as f64) as usize;
+            while out.len() < at {
+                prose.sentence(&mut out);
+            }
+            out.push_str(&p.text);
+            out.push(' ');
+        }
+        let end = start + filler + fixed - head.len() - tail.len();
+        while out.len() < end {
+            prose.sentence(&mut out);
+        }
+        out.push_str(tail);
+        out
+    }
+}
+
+/// English sentences from patterns, driven by splitmix64.
+struct Prose {
+    state: u64,
+}
+
+impl Prose {
+    fn new(seed: u64) -> Self {
+        Prose { state: seed }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick(&mut self, list: &[&'static str]) -> &'static str {
+        list[(self.next() % list.len() as u64) as usize]
+    }
+
+    fn sentence(&mut self, out: &mut String) {
+        let subject = self.pick(SUBJECTS);
+        let verb = self.pick(VERBS);
+        let object = self.pick(OBJECTS);
+        let tail = self.pick(ADVERBIALS);
+        out.push_str(subject);
+        out.push(' ');
+        out.push_str(verb);
+        out.push(' ');
+        out.push_str(object);
+        out.push(' ');
+        out.push_str(tail);
+        out.push_str(". ");
+    }
+}
+
+const SUBJECTS: &[&str] = &[
+    "The committee",
+    "Our supplier",
+    "The night shift",
+    "A new intern",
+    "The regional office",
+    "The auditor",
+    "My neighbour",
+    "The warehouse team",
+    "The finance group",
+    "A visiting engineer",
+    "The support desk",
+    "The harbour master",
+    "The school board",
+    "Their landlord",
+    "The project lead",
+    "The bakery on the corner",
+    "The city council",
+    "A delivery driver",
+    "The research group",
+    "The tenants' association",
+    "The museum curator",
+    "Our accountant",
+    "The maintenance crew",
+    "The library",
+];
+
+const VERBS: &[&str] = &[
+    "reviewed",
+    "postponed",
+    "approved",
+    "reorganised",
+    "questioned",
+    "delivered",
+    "painted",
+    "measured",
+    "repaired",
+    "announced",
+    "cancelled",
+    "rescheduled",
+    "catalogued",
+    "inspected",
+    "ordered",
+    "shipped",
+    "summarised",
+    "archived",
+    "translated",
+    "priced",
+    "photographed",
+    "collected",
+    "sorted",
+    "discussed",
+];
+
+const OBJECTS: &[&str] = &[
+    "the quarterly budget",
+    "the garden benches",
+    "a shipment of lamps",
+    "the old timetable",
+    "the spring catalogue",
+    "the insurance forms",
+    "the bicycle racks",
+    "the parking permits",
+    "a stack of invoices",
+    "the winter menu",
+    "the river survey",
+    "the meeting notes",
+    "the safety manual",
+    "a crate of oranges",
+    "the rental agreement",
+    "the staff rota",
+    "the exhibition labels",
+    "the boiler",
+    "the ferry tickets",
+    "the school trip",
+    "the new signage",
+    "the loading dock",
+    "the visitor book",
+    "the tram schedule",
+];
+
+const ADVERBIALS: &[&str] = &[
+    "before the long weekend",
+    "after a short delay",
+    "on Tuesday morning",
+    "without much fuss",
+    "at the end of the month",
+    "despite the rain",
+    "for the third time this year",
+    "in the east wing",
+    "ahead of the inspection",
+    "with some reluctance",
+    "by the old station",
+    "during the lunch break",
+    "as the season changed",
+    "once the paperwork arrived",
+    "near the main entrance",
+    "under a tight deadline",
+    "over the holidays",
+    "in good time",
+    "at the request of the board",
+    "while the lift was out of order",
+    "on the second floor",
+    "before anyone noticed",
+    "after the storm passed",
+    "in the usual way",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reaches_the_target_and_places_texts_in_order_at_their_depths() {
+        let b = PromptBuilder::default();
+        let placed = vec![
+            Placed {
+                depth: 0.5,
+                text: "NEEDLE-MIDDLE".into(),
+            },
+            Placed {
+                depth: 0.0,
+                text: "NEEDLE-START".into(),
+            },
+            Placed {
+                depth: 1.0,
+                text: "NEEDLE-END".into(),
+            },
+        ];
+        let p = b.build(10_000, 7, "HEAD ", &placed, " TAIL");
+        let chars = b.chars_for(10_000) as f64;
+        assert!((p.len() as f64 - chars).abs() / chars < 0.01, "{} vs {chars}", p.len());
+        assert!(p.starts_with("HEAD NEEDLE-START") && p.ends_with(" TAIL"));
+        let (s, m, e) = (
+            p.find("NEEDLE-START").unwrap(),
+            p.find("NEEDLE-MIDDLE").unwrap(),
+            p.find("NEEDLE-END").unwrap(),
+        );
+        assert!(s < m && m < e);
+        let depth = m as f64 / p.len() as f64;
+        assert!((0.45..0.55).contains(&depth), "{depth}");
+    }
+
+    #[test]
+    fn filler_is_varied_prose_that_depends_on_the_seed() {
+        let b = PromptBuilder::default();
+        let a = b.build(2_000, 1, "", &[], "");
+        let words: std::collections::BTreeSet<&str> = a.split_whitespace().collect();
+        assert!(words.len() > 100, "{} distinct words", words.len());
+        assert_ne!(a, b.build(2_000, 2, "", &[], ""));
+        assert_eq!(a, b.build(2_000, 1, "", &[], ""));
+    }
+
+    #[test]
+    fn learning_keeps_the_ratio_plausible() {
+        let mut b = PromptBuilder::default();
+        assert!(b.learn(4_500, 1_000));
+        assert!((b.chars_per_token() - 4.5).abs() < 1e-9);
+        assert!(
+            !b.learn(1_000_000, 1),
+            "a 1-token usage for a long prompt is implausible"
+        );
+        assert_eq!(b.chars_per_token(), MAX_CHARS_PER_TOKEN);
+        assert!(!b.learn(10, 0));
+    }
+}
