@@ -243,10 +243,16 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             let handle = runtime.handle().clone();
             let results = results.clone();
             let redactor = redactor.clone();
+            let advisories = suite.advisories.clone();
             let kind = case.threat.to_string();
             Trial::test(case.id.clone(), move || {
                 let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    handle.block_on(crate::probe::run(&case.probe, &case.id, &session))
+                    let ctx = crate::probe::Context {
+                        case_id: &case.id,
+                        session: &session,
+                        advisories: &advisories,
+                    };
+                    handle.block_on(crate::probe::run(&case.probe, ctx))
                 }));
                 let outcome = ran.unwrap_or_else(|panic| tool_bug(&panic));
                 let verdict = outcome.verdict;

@@ -90,6 +90,22 @@ pub struct Finding {
 pub enum FindingCode {
     /// A canary of one tenant appeared in a response to another tenant (T1).
     CrossTenantCanary,
+    /// A prompt past the advertised context was answered 200 instead of refused (T2).
+    OverLimitAccepted,
+    /// A prompt within the context was answered 200 without recalling a fact it held,
+    /// though the model recalls such facts in short prompts (T2, T3).
+    NeedleLost,
+    /// Reported usage does not match what was sent and received (T4).
+    UsageMismatch,
+    /// A request the vendor had to refuse was answered as a success, or refused
+    /// without a proper error (T5).
+    FailureAsSuccess,
+    /// A stream broke the SSE or chunk grammar, or ended without finishing (T8).
+    StreamMalformed,
+    /// A declared KV pool is smaller than the advertised context (T9).
+    DeclaredPoolBelowContext,
+    /// The declared engine version is affected by a known advisory (T9).
+    AffectedByAdvisory,
     /// The probe itself failed: a bug in tenantcheck, not in the vendor.
     ToolBug,
 }

@@ -5,7 +5,7 @@
 //! probe ever holds a credential, and the profile's `max_concurrency` holds across all
 //! cases running at once.
 
-use crate::adapter::{ChatRequest, Exchange, Provider};
+use crate::adapter::{ChatRequest, Exchange, InvalidRequest, Provider};
 use crate::canary::RunSecret;
 use crate::transcript::Transcript;
 use crate::vendor::{TenantKey, VendorProfile};
@@ -99,6 +99,22 @@ impl Session {
         let exchange = {
             let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
             self.provider.list_models(&key.secret).await
+        };
+        self.record(case, tenant, exchange)
+    }
+
+    /// Sends a request the vendor must refuse, as `tenant`, and records it under `case`.
+    pub async fn invalid(
+        &self,
+        case: &str,
+        tenant: &str,
+        kind: InvalidRequest,
+        stream: bool,
+    ) -> Result<Sent, SessionError> {
+        let key = self.key(tenant)?;
+        let exchange = {
+            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+            self.provider.invalid(&key.secret, kind, stream).await
         };
         self.record(case, tenant, exchange)
     }

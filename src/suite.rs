@@ -21,11 +21,26 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The suite files embedded in the binary: (path below `suite/`, contents).
-pub const BUILTIN_FILES: &[(&str, &str)] = &[(
-    "isolation/canary-residue.toml",
-    include_str!("../suite/isolation/canary-residue.toml"),
-)];
+/// The suite files embedded in the binary, in id order: (path below `suite/`, contents).
+pub const BUILTIN_FILES: &[(&str, &str)] = &[
+    ("context/boundary.toml", include_str!("../suite/context/boundary.toml")),
+    ("context/recall.toml", include_str!("../suite/context/recall.toml")),
+    (
+        "declared/advisories.toml",
+        include_str!("../suite/declared/advisories.toml"),
+    ),
+    ("declared/kv-pool.toml", include_str!("../suite/declared/kv-pool.toml")),
+    ("errors/semantics.toml", include_str!("../suite/errors/semantics.toml")),
+    (
+        "isolation/canary-residue.toml",
+        include_str!("../suite/isolation/canary-residue.toml"),
+    ),
+    ("stream/integrity.toml", include_str!("../suite/stream/integrity.toml")),
+    (
+        "usage/consistency.toml",
+        include_str!("../suite/usage/consistency.toml"),
+    ),
+];
 
 /// The advisories embedded in the binary: (path below `suite/`, contents).
 pub const BUILTIN_ADVISORIES: &[(&str, &str)] = &[(

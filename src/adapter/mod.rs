@@ -32,6 +32,42 @@ pub trait Provider: Send + Sync {
     /// Lists the models visible to `credential`: a cheap request that shows whether
     /// the credential is accepted.
     fn list_models<'a>(&'a self, credential: &'a Secret) -> BoxFuture<'a, Exchange>;
+
+    /// Sends a request that is wrong in the way `kind` says, in this API's dialect;
+    /// the vendor must refuse it.
+    fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange>;
+}
+
+/// A kind of request a vendor must refuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum InvalidRequest {
+    /// A model that does not exist.
+    UnknownModel,
+    /// A body that is not JSON.
+    MalformedJson,
+    /// A parameter out of its range (a negative `max_tokens`).
+    BadParameter,
+    /// No messages at all.
+    EmptyMessages,
+    /// A completion budget larger than the context window (`max_tokens` = context + 1).
+    OverLimit {
+        /// The advertised context window.
+        context: u64,
+    },
+}
+
+impl InvalidRequest {
+    /// A short name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            InvalidRequest::UnknownModel => "unknown model",
+            InvalidRequest::MalformedJson => "malformed JSON",
+            InvalidRequest::BadParameter => "bad parameter",
+            InvalidRequest::EmptyMessages => "empty messages",
+            InvalidRequest::OverLimit { .. } => "over-limit max_tokens",
+        }
+    }
 }
 
 /// One chat completion request, independent of the API dialect.
@@ -137,6 +173,9 @@ pub struct RecordedRequest {
     /// The JSON body, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<serde_json::Value>,
+    /// Whether `body` is a string sent as is (a deliberately malformed body).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub raw: bool,
 }
 
 /// Token usage as reported by the vendor.

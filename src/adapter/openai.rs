@@ -1,7 +1,7 @@
 //! [`OpenAiChat`]: the OpenAI-compatible chat completions dialect.
 
 use super::{
-    ApiError, BoxFuture, ChatRequest, Exchange, Provider, RecordedRequest, SseParser, TransportError,
+    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Provider, RecordedRequest, SseParser, TransportError,
     TransportErrorKind, Usage,
 };
 use crate::credential::Secret;
@@ -71,12 +71,18 @@ impl OpenAiChat {
             request: recorded,
             ..Exchange::default()
         };
-        let builder = match ex.request.method.as_str() {
-            "GET" => self.client.get(&ex.request.url),
-            _ => self
+        let builder = match (ex.request.method.as_str(), &ex.request.body) {
+            ("GET", _) => self.client.get(&ex.request.url),
+            // A raw body that is not JSON travels as the string it is.
+            (_, Some(Value::String(raw))) if ex.request.raw => self
                 .client
                 .post(&ex.request.url)
-                .json(ex.request.body.as_ref().unwrap_or(&Value::Null)),
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(raw.clone()),
+            (_, body) => self
+                .client
+                .post(&ex.request.url)
+                .json(body.as_ref().unwrap_or(&Value::Null)),
         };
         let response = match builder.bearer_auth(credential.expose()).send().await {
             Ok(r) => r,
@@ -131,6 +137,7 @@ impl Provider for OpenAiChat {
             method: "POST".into(),
             url: format!("{}/chat/completions", self.base_url),
             body: Some(self.body(request)),
+            raw: false,
         };
         Box::pin(self.send(credential, recorded))
     }
@@ -140,6 +147,35 @@ impl Provider for OpenAiChat {
             method: "GET".into(),
             url: format!("{}/models", self.base_url),
             body: None,
+            raw: false,
+        };
+        Box::pin(self.send(credential, recorded))
+    }
+
+    fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange> {
+        let ask = ChatRequest {
+            messages: vec![super::Message::user("Say hello.")],
+            max_tokens: 16,
+            stream,
+        };
+        let mut body = self.body(&ask);
+        let mut raw = false;
+        match kind {
+            InvalidRequest::UnknownModel => body["model"] = json!(format!("{}-does-not-exist", self.model)),
+            InvalidRequest::MalformedJson => {
+                let text = body.to_string();
+                body = Value::String(format!("{}, \"messages\": [", &text[..text.len() - 1]));
+                raw = true;
+            }
+            InvalidRequest::BadParameter => body["max_tokens"] = json!(-5),
+            InvalidRequest::EmptyMessages => body["messages"] = json!([]),
+            InvalidRequest::OverLimit { context } => body["max_tokens"] = json!(context + 1),
+        }
+        let recorded = RecordedRequest {
+            method: "POST".into(),
+            url: format!("{}/chat/completions", self.base_url),
+            body: Some(body),
+            raw,
         };
         Box::pin(self.send(credential, recorded))
     }

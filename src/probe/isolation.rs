@@ -59,7 +59,7 @@ fn default_min_reach() -> f64 {
 }
 
 impl CanaryResidueParams {
-    pub(super) fn validate(&self) -> Result<(), ParamsError> {
+    pub(crate) fn validate(&self) -> Result<(), ParamsError> {
         let invalid = |field, problem: String| Err(ParamsError::Invalid { field, problem });
         if self.lengths.is_empty() {
             return invalid("lengths", "is empty".into());
@@ -197,7 +197,10 @@ impl Run<'_> {
             return Ok(false);
         }
         match ex.usage {
-            Some(u) if u.prompt_tokens > 0 => self.learn_ratio(prompt.len(), u.prompt_tokens),
+            Some(u) if u.prompt_tokens > 0 => {
+                let counted = self.session.local_tokens(&prompt).unwrap_or(u.prompt_tokens);
+                self.learn_ratio(prompt.len(), counted)
+            }
             _ => self
                 .notes
                 .push("the vendor reports no usage: lengths are estimated at 4 characters per token".into()),
@@ -230,8 +233,9 @@ impl Run<'_> {
                 let tokens = match ex.usage {
                     Some(u) if u.prompt_tokens > 0 => {
                         // Longer prompts calibrate better: the template's overhead counts less.
-                        self.learn_ratio(prompt.len(), u.prompt_tokens);
-                        u.prompt_tokens
+                        let counted = self.session.local_tokens(&prompt).unwrap_or(u.prompt_tokens);
+                        self.learn_ratio(prompt.len(), counted);
+                        counted
                     }
                     _ => (prompt.len() as f64 / self.chars_per_token) as u64,
                 };

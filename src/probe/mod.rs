@@ -6,11 +6,30 @@
 //! pass says what it exercised; a probe that could not reach its condition is
 //! inconclusive, never pass; a foreign canary is never explained away.
 
+pub mod context;
+pub mod declared;
+pub mod errors;
 pub mod isolation;
+pub mod stream;
+pub mod usage;
 
-use crate::outcome::Outcome;
-use crate::session::Session;
+use crate::adapter::{ChatRequest, Message};
+use crate::outcome::{Coverage, Finding, Outcome, Verdict};
+use crate::prompt::PromptBuilder;
+use crate::session::{Sent, Session, SessionError};
+use crate::suite::Advisory;
 use serde::Serialize;
+
+/// What a probe gets to work with.
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    /// The case's id (recorded with every exchange).
+    pub case_id: &'a str,
+    /// The vendor.
+    pub session: &'a Session,
+    /// The suite's advisories.
+    pub advisories: &'a [Advisory],
+}
 
 /// A probe kind with its validated parameters.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -20,6 +39,27 @@ pub enum ProbeSpec {
     /// `isolation.canary-residue` (T1).
     #[serde(rename = "isolation.canary-residue")]
     CanaryResidue(isolation::CanaryResidueParams),
+    /// `context.boundary` (T2).
+    #[serde(rename = "context.boundary")]
+    Boundary(context::BoundaryParams),
+    /// `context.recall` (T3).
+    #[serde(rename = "context.recall")]
+    Recall(context::RecallParams),
+    /// `usage.consistency` (T4).
+    #[serde(rename = "usage.consistency")]
+    Usage(usage::UsageParams),
+    /// `errors.semantics` (T5).
+    #[serde(rename = "errors.semantics")]
+    Errors(errors::ErrorsParams),
+    /// `stream.integrity` (T8).
+    #[serde(rename = "stream.integrity")]
+    Stream(stream::StreamParams),
+    /// `declared.kv-pool` (T9).
+    #[serde(rename = "declared.kv-pool")]
+    KvPool(declared::NoParams),
+    /// `declared.advisories` (T9).
+    #[serde(rename = "declared.advisories")]
+    Advisories(declared::NoParams),
 }
 
 /// Parameters that do not fit their probe.
@@ -43,32 +83,206 @@ pub enum ParamsError {
 }
 
 /// The probe names a case may use.
-pub const KINDS: &[&str] = &["isolation.canary-residue"];
+pub const KINDS: &[&str] = &[
+    "isolation.canary-residue",
+    "context.boundary",
+    "context.recall",
+    "usage.consistency",
+    "errors.semantics",
+    "stream.integrity",
+    "declared.kv-pool",
+    "declared.advisories",
+];
+
+fn typed<T: serde::de::DeserializeOwned>(params: toml::Table) -> Result<T, ParamsError> {
+    Ok(toml::Value::Table(params).try_into()?)
+}
 
 impl ProbeSpec {
     /// Parses and validates the `[params]` table of a case for probe `kind`.
     pub fn parse(kind: &str, params: toml::Table) -> Result<Self, ParamsError> {
-        match kind {
-            "isolation.canary-residue" => {
-                let p: isolation::CanaryResidueParams = toml::Value::Table(params).try_into()?;
-                p.validate()?;
-                Ok(ProbeSpec::CanaryResidue(p))
-            }
-            other => Err(ParamsError::UnknownProbe(other.to_owned())),
+        let spec = match kind {
+            "isolation.canary-residue" => ProbeSpec::CanaryResidue(typed(params)?),
+            "context.boundary" => ProbeSpec::Boundary(typed(params)?),
+            "context.recall" => ProbeSpec::Recall(typed(params)?),
+            "usage.consistency" => ProbeSpec::Usage(typed(params)?),
+            "errors.semantics" => ProbeSpec::Errors(typed(params)?),
+            "stream.integrity" => ProbeSpec::Stream(typed(params)?),
+            "declared.kv-pool" => ProbeSpec::KvPool(typed(params)?),
+            "declared.advisories" => ProbeSpec::Advisories(typed(params)?),
+            other => return Err(ParamsError::UnknownProbe(other.to_owned())),
+        };
+        match &spec {
+            ProbeSpec::CanaryResidue(p) => p.validate()?,
+            ProbeSpec::Boundary(p) => p.validate()?,
+            ProbeSpec::Recall(p) => p.validate()?,
+            ProbeSpec::Usage(p) => p.validate()?,
+            _ => {}
         }
+        Ok(spec)
     }
 
     /// The probe's name.
     pub fn kind(&self) -> &'static str {
         match self {
             ProbeSpec::CanaryResidue(_) => "isolation.canary-residue",
+            ProbeSpec::Boundary(_) => "context.boundary",
+            ProbeSpec::Recall(_) => "context.recall",
+            ProbeSpec::Usage(_) => "usage.consistency",
+            ProbeSpec::Errors(_) => "errors.semantics",
+            ProbeSpec::Stream(_) => "stream.integrity",
+            ProbeSpec::KvPool(_) => "declared.kv-pool",
+            ProbeSpec::Advisories(_) => "declared.advisories",
         }
     }
 }
 
 /// Runs one case's probe.
-pub async fn run(spec: &ProbeSpec, case_id: &str, session: &Session) -> Outcome {
-    match spec {
-        ProbeSpec::CanaryResidue(p) => isolation::canary_residue(p, case_id, session).await,
+pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
+    let result = match spec {
+        ProbeSpec::CanaryResidue(p) => return isolation::canary_residue(p, ctx.case_id, ctx.session).await,
+        ProbeSpec::Boundary(p) => context::boundary(p, ctx).await,
+        ProbeSpec::Recall(p) => context::recall(p, ctx).await,
+        ProbeSpec::Usage(p) => usage::consistency(p, ctx).await,
+        ProbeSpec::Errors(p) => errors::semantics(p, ctx).await,
+        ProbeSpec::Stream(p) => stream::integrity(p, ctx).await,
+        ProbeSpec::KvPool(_) => Ok(declared::kv_pool(ctx)),
+        ProbeSpec::Advisories(_) => Ok(declared::advisories(ctx)),
+    };
+    result.unwrap_or_else(|e| Outcome {
+        verdict: Verdict::Inconclusive,
+        summary: format!("stopped: {e}"),
+        coverage: Coverage::default(),
+        findings: Vec::new(),
+    })
+}
+
+/// Sizes prompts for the session's vendor and keeps count of what a probe sent.
+pub(crate) struct Sizer<'a> {
+    ctx: Context<'a>,
+    builder: PromptBuilder,
+    /// Coverage so far.
+    pub coverage: Coverage,
+    /// Remarks for the summary (implausible usage, refusals, …).
+    pub notes: Vec<String>,
+    prompts: u32,
+}
+
+impl<'a> Sizer<'a> {
+    /// A sizer calibrated on a ~256-token prompt: by the local tokenizer when the
+    /// profile names one (no request), else by one request's `usage.prompt_tokens`.
+    pub async fn calibrated(ctx: Context<'a>, tenant: &str) -> Result<Sizer<'a>, SessionError> {
+        let mut sizer = Sizer {
+            ctx,
+            builder: PromptBuilder::default(),
+            coverage: Coverage::default(),
+            notes: Vec::new(),
+            prompts: 0,
+        };
+        let seed = sizer.seed(tenant);
+        let sample = sizer.builder.build(256, seed, "", &[], "");
+        if let Some(n) = ctx.session.local_tokens(&sample) {
+            sizer.builder.learn(sample.len(), n);
+            return Ok(sizer);
+        }
+        let sent = sizer.send(tenant, sample.clone(), 16, false).await?;
+        match sent.exchange.usage {
+            Some(u) if sent.exchange.is_success() => {
+                if !sizer.builder.learn(sample.len(), u.prompt_tokens) {
+                    sizer.notes.push(format!(
+                        "calibration: {} prompt tokens reported for {} characters is implausible",
+                        u.prompt_tokens,
+                        sample.len()
+                    ));
+                }
+            }
+            _ => sizer.notes.push(format!(
+                "calibration (transcript #{}) gave no usage: lengths estimated at 4 characters per token",
+                sent.seq
+            )),
+        }
+        Ok(sizer)
     }
+
+    /// The prompt builder.
+    pub fn builder(&self) -> &PromptBuilder {
+        &self.builder
+    }
+
+    /// A fresh filler seed for `tenant`.
+    pub fn seed(&mut self, tenant: &str) -> u64 {
+        self.prompts += 1;
+        self.ctx.session.secret().seed(tenant, self.ctx.case_id, self.prompts)
+    }
+
+    /// Tokens of `text` as sent: by the local tokenizer, else estimated.
+    pub fn tokens_of(&self, text: &str) -> u64 {
+        self.ctx
+            .session
+            .local_tokens(text)
+            .unwrap_or_else(|| self.builder.tokens_for(text.len()))
+    }
+
+    /// Sends one user message and counts it.
+    pub async fn send(
+        &mut self,
+        tenant: &str,
+        prompt: String,
+        max_tokens: u32,
+        stream: bool,
+    ) -> Result<Sent, SessionError> {
+        let request = ChatRequest {
+            messages: vec![Message::user(prompt)],
+            max_tokens,
+            stream,
+        };
+        let sent = self.ctx.session.chat(self.ctx.case_id, tenant, &request).await?;
+        self.coverage.requests += 1;
+        self.coverage.prompt_tokens += self.tokens_of(&request.messages[0].content);
+        if let Some(u) = sent.exchange.usage {
+            self.coverage.completion_tokens += u.completion_tokens;
+        }
+        Ok(sent)
+    }
+}
+
+/// Builds the outcome of a probe from its findings and whether it reached its
+/// condition.
+pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, coverage: Coverage) -> Outcome {
+    match (findings.is_empty(), reached) {
+        (false, Ok(what) | Err(what)) => Outcome {
+            verdict: Verdict::Fail,
+            summary: format!("{}; {what}", findings[0].message),
+            coverage,
+            findings,
+        },
+        (true, Ok(what)) => Outcome {
+            verdict: Verdict::Pass,
+            summary: what,
+            coverage,
+            findings,
+        },
+        (true, Err(why)) => Outcome {
+            verdict: Verdict::Inconclusive,
+            summary: why,
+            coverage,
+            findings,
+        },
+    }
+}
+
+/// A short description of an exchange's result, for messages.
+pub(crate) fn describe(ex: &crate::adapter::Exchange) -> String {
+    match (&ex.transport_error, ex.status, &ex.api_error) {
+        (Some(t), _, _) => format!("transport error: {t}"),
+        (None, Some(s), Some(e)) => format!("HTTP {s}: {}", e.message),
+        (None, Some(s), None) => format!("HTTP {s}"),
+        (None, None, _) => "no answer".into(),
+    }
+}
+
+/// Whether a vendor refused an exchange as a client error: a 4xx status, or an error
+/// frame in a stream that carried no content.
+pub(crate) fn refused(ex: &crate::adapter::Exchange) -> bool {
+    matches!(ex.status, Some(400..=499)) || (ex.status == Some(200) && ex.api_error.is_some() && ex.content.is_empty())
 }

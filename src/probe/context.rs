@@ -1,0 +1,527 @@
+//! `context.boundary` (T2) and `context.recall` (T3): is a prompt within the
+//! advertised context processed whole, and one past it refused?
+//!
+//! **context.boundary** searches how the vendor behaves around its advertised context
+//! with few, large requests: a short baseline, a prompt at the context, one past it,
+//! then, if the one at the context was not processed correctly, halving down to a
+//! length that is, and bisection between the two down to `resolution`. Before every
+//! long request another tenant sends a short prompt of canary records, so that a
+//! mis-admitted request finds another tenant's residue to read. Each prompt holds a
+//! needle (a fact) at its start and asks for it at its end.
+//!
+//! A length is *processed correctly* when the answer is 200, recalls the needle and
+//! holds no foreign canary. Verdicts: a foreign canary anywhere, a 200 past the
+//! context, or a 200 within it that lost the needle (while the short baseline recalled
+//! it) is a fail; a refusal within the context is no failure, but the effective
+//! context (the largest length processed correctly) is reported below the advertised
+//! one. If the baseline itself is not recalled, the model is too weak for the case:
+//! inconclusive, unless something failed outright.
+//!
+//! **context.recall** places needles at several depths of prompts of several lengths
+//! and asks for all of them; a needle lost at some depth while the short baseline
+//! recalls them all is a fail (silent truncation). A refused length is not exercised.
+
+use super::{Context, Sizer, conclude, describe, refused};
+use crate::canary::{Canary, Needle};
+use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome};
+use crate::prompt::Placed;
+use crate::scan::Scanner;
+use crate::session::{Sent, SessionError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Tokens kept free for the chat template and the vendor's own additions.
+const MARGIN: u64 = 32;
+
+/// Parameters of `context.boundary`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoundaryParams {
+    /// Tokens each request asks for.
+    #[serde(default = "default_answer")]
+    pub max_tokens: u32,
+    /// Length of the short baseline prompt, in tokens.
+    #[serde(default = "default_short")]
+    pub short_tokens: u64,
+    /// How far past the context the over-limit prompt goes, as a fraction of it.
+    #[serde(default = "default_over_by")]
+    pub over_by: f64,
+    /// The search stops when it has bracketed the effective context this finely, as a
+    /// fraction of the advertised context.
+    #[serde(default = "default_resolution")]
+    pub resolution: f64,
+    /// Length of the other tenant's seeding prompt, as a fraction of the context (at
+    /// least 16 records).
+    #[serde(default = "default_seed")]
+    pub seed_fraction: f64,
+}
+
+fn default_answer() -> u32 {
+    64
+}
+fn default_short() -> u64 {
+    512
+}
+fn default_over_by() -> f64 {
+    0.05
+}
+fn default_resolution() -> f64 {
+    0.02
+}
+fn default_seed() -> f64 {
+    0.02
+}
+
+impl BoundaryParams {
+    pub(crate) fn validate(&self) -> Result<(), super::ParamsError> {
+        let invalid = |field, problem: &str| {
+            Err(super::ParamsError::Invalid {
+                field,
+                problem: problem.to_owned(),
+            })
+        };
+        if self.max_tokens < 16 {
+            return invalid("max_tokens", "ask for at least 16 tokens");
+        }
+        if !(self.over_by > 0.0 && self.over_by <= 1.0) {
+            return invalid("over_by", "must be in (0, 1]");
+        }
+        if !(self.resolution > 0.0 && self.resolution < 0.5) {
+            return invalid("resolution", "must be in (0, 0.5)");
+        }
+        if !(self.seed_fraction > 0.0 && self.seed_fraction <= 0.5) {
+            return invalid("seed_fraction", "must be in (0, 0.5]");
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of `context.recall`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallParams {
+    /// Prompt lengths, as fractions of the usable context, ascending, in (0, 1].
+    #[serde(default = "default_recall_lengths")]
+    pub lengths: Vec<f64>,
+    /// Depths of the needles in each prompt, each in [0, 1].
+    #[serde(default = "default_depths")]
+    pub depths: Vec<f64>,
+    /// Tokens each request asks for.
+    #[serde(default = "default_recall_answer")]
+    pub max_tokens: u32,
+    /// Length of the short baseline prompt, in tokens.
+    #[serde(default = "default_short")]
+    pub short_tokens: u64,
+}
+
+fn default_recall_lengths() -> Vec<f64> {
+    vec![0.3, 0.9]
+}
+fn default_depths() -> Vec<f64> {
+    vec![0.0, 0.25, 0.5, 0.75, 1.0]
+}
+fn default_recall_answer() -> u32 {
+    128
+}
+
+impl RecallParams {
+    pub(crate) fn validate(&self) -> Result<(), super::ParamsError> {
+        let invalid = |field, problem: &str| {
+            Err(super::ParamsError::Invalid {
+                field,
+                problem: problem.to_owned(),
+            })
+        };
+        if self.lengths.is_empty() || self.lengths.iter().any(|&f| !(f > 0.0 && f <= 1.0)) {
+            return invalid("lengths", "list fractions in (0, 1]");
+        }
+        if self.depths.is_empty() || self.depths.iter().any(|&d| !(0.0..=1.0).contains(&d)) {
+            return invalid("depths", "list depths in [0, 1]");
+        }
+        if self.max_tokens < 16 * self.depths.len() as u32 {
+            return invalid("max_tokens", "allow at least 16 tokens per needle");
+        }
+        Ok(())
+    }
+}
+
+/// How one long request went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Processed {
+    /// 200, the needle recalled, no foreign canary.
+    Correctly,
+    /// Refused with a client error (or an error frame).
+    Refused,
+    /// 200 without the needle, or with a foreign canary.
+    Wrongly,
+    /// A server error or transport failure: says nothing.
+    Unknown,
+}
+
+struct Boundary<'a> {
+    p: &'a BoundaryParams,
+    ctx: Context<'a>,
+    sizer: Sizer<'a>,
+    prober: String,
+    seeder: String,
+    seeds: Vec<Canary>,
+    scanner: Scanner,
+    findings: Vec<Finding>,
+    /// Prompt tokens sent when the first finding was made.
+    spent_at_first_finding: Option<u64>,
+    needles: u32,
+    records: u32,
+    /// (tokens, how) of every length tried.
+    tried: Vec<(u64, Processed)>,
+}
+
+/// Runs `context.boundary`.
+pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let labels = ctx.session.tenant_labels();
+    let (prober, seeder) = (labels[0].to_owned(), labels[1].to_owned());
+    let sizer = Sizer::calibrated(ctx, &prober).await?;
+    let mut b = Boundary {
+        p,
+        ctx,
+        sizer,
+        prober,
+        seeder,
+        seeds: Vec::new(),
+        scanner: Scanner::new(Vec::new()),
+        findings: Vec::new(),
+        spent_at_first_finding: None,
+        needles: 0,
+        records: 0,
+        tried: Vec::new(),
+    };
+    let context = ctx.session.profile().context_window;
+    let top = context.saturating_sub(u64::from(p.max_tokens) + MARGIN);
+    let short = p.short_tokens.min(top / 2).max(64);
+
+    let baseline = b.try_length(short).await?;
+    let at_top = b.try_length(top).await?;
+    b.past_context(context).await?;
+    let effective = if at_top == Processed::Correctly {
+        Some(top)
+    } else {
+        b.search(short, top, context).await?
+    };
+
+    let c = b.sizer.coverage;
+    let spent = format!(
+        "{} requests, {} prompt tokens sent ({:.2}x the context){}",
+        c.requests,
+        c.prompt_tokens,
+        c.prompt_tokens as f64 / context as f64,
+        b.spent_at_first_finding
+            .map(|t| format!(", the first finding after {t} ({:.2}x)", t as f64 / context as f64))
+            .unwrap_or_default()
+    );
+    let effective_text = match effective {
+        Some(e) => format!(
+            "effective context {e} tokens ({:.1}% of the advertised {context})",
+            100.0 * e as f64 / context as f64
+        ),
+        None => "no length was processed correctly".to_owned(),
+    };
+    let mut outcome = conclude(
+        b.findings,
+        if baseline == Processed::Correctly {
+            Ok(format!("{effective_text}; past the context: refused; {spent}"))
+        } else {
+            Err(format!(
+                "the model did not recall a needle at {short} tokens, so recall at length says nothing; {effective_text}; {spent}"
+            ))
+        },
+        c,
+    );
+    outcome.coverage.max_prompt_tokens = effective.unwrap_or(0);
+    outcome.coverage.target_prompt_tokens = top;
+    if !b.sizer.notes.is_empty() {
+        outcome.summary = format!("{} (notes: {})", outcome.summary, b.sizer.notes.join("; "));
+    }
+    Ok(outcome)
+}
+
+impl Boundary<'_> {
+    /// Halves down from the failed top to a length processed correctly, then bisects.
+    async fn search(&mut self, short: u64, top: u64, context: u64) -> Result<Option<u64>, SessionError> {
+        let step = ((self.p.resolution * context as f64) as u64).max(1);
+        let mut bad = top;
+        let mut good = None;
+        let mut probe = top / 2;
+        while probe > short {
+            if self.try_length(probe).await? == Processed::Correctly {
+                good = Some(probe);
+                break;
+            }
+            bad = probe;
+            probe /= 2;
+        }
+        let Some(mut good) = good else {
+            return Ok(self
+                .tried
+                .iter()
+                .any(|&(t, h)| t == short && h == Processed::Correctly)
+                .then_some(short));
+        };
+        while bad - good > step {
+            let mid = good + (bad - good) / 2;
+            match self.try_length(mid).await? {
+                Processed::Correctly => good = mid,
+                _ => bad = mid,
+            }
+        }
+        Ok(Some(good))
+    }
+
+    /// The other tenant seeds, then the prober asks for a needle at `tokens` tokens.
+    async fn try_length(&mut self, tokens: u64) -> Result<Processed, SessionError> {
+        self.seed(tokens).await?;
+        self.needles += 1;
+        let needle = self
+            .ctx
+            .session
+            .secret()
+            .needle(&self.prober, self.ctx.case_id, self.needles);
+        let seed = self.sizer.seed(&self.prober);
+        let head = format!(
+            "{} Read the notes below; a question follows them.\n\n",
+            needle.statement()
+        );
+        let tail = format!("\n\n{}", needle.question());
+        let prompt = self.sizer.builder().build(tokens, seed, &head, &[], &tail);
+        let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
+        let leaked = self.scan(&sent);
+        let ex = &sent.exchange;
+        let how = if leaked {
+            Processed::Wrongly
+        } else if ex.is_success() {
+            if needle.recalled_in(&ex.content) {
+                Processed::Correctly
+            } else {
+                Processed::Wrongly
+            }
+        } else if refused(ex) {
+            Processed::Refused
+        } else {
+            Processed::Unknown
+        };
+        if how == Processed::Wrongly && !leaked && self.baseline_ok() {
+            self.finding(
+                FindingCode::NeedleLost,
+                format!(
+                    "a {tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}",
+                    sent.seq,
+                    excerpt(&ex.content)
+                ),
+                None,
+            );
+        }
+        self.tried.push((tokens, how));
+        Ok(how)
+    }
+
+    fn baseline_ok(&self) -> bool {
+        self.tried.first().is_none_or(|&(_, h)| h == Processed::Correctly)
+    }
+
+    /// A prompt past the context must be refused.
+    async fn past_context(&mut self, context: u64) -> Result<(), SessionError> {
+        let tokens = context + (self.p.over_by * context as f64) as u64;
+        self.seed(tokens).await?;
+        let seed = self.sizer.seed(&self.prober);
+        let prompt = self
+            .sizer
+            .builder()
+            .build(tokens, seed, "Summarise the notes below.\n\n", &[], "");
+        let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
+        self.scan(&sent);
+        let ex = &sent.exchange;
+        if ex.is_success() && ex.api_error.is_none() {
+            let usage = ex
+                .usage
+                .map(|u| format!(", usage says {} prompt tokens", u.prompt_tokens))
+                .unwrap_or_default();
+            self.finding(
+                FindingCode::OverLimitAccepted,
+                format!(
+                    "a {tokens}-token prompt, past the advertised context of {context}, was answered 200 (transcript #{}{usage})",
+                    sent.seq
+                ),
+                None,
+            );
+        } else if !refused(ex) {
+            self.sizer.notes.push(format!(
+                "the prompt past the context got {} (transcript #{}), not a client error",
+                describe(ex),
+                sent.seq
+            ));
+        }
+        Ok(())
+    }
+
+    /// The other tenant sends a short prompt of canary records.
+    async fn seed(&mut self, _before: u64) -> Result<(), SessionError> {
+        let context = self.ctx.session.profile().context_window;
+        let target = ((self.p.seed_fraction * context as f64) as u64).max(16 * 40);
+        let mut text = String::from("Please file these customer records and read back the first one.\n");
+        let chars = self.sizer.builder().chars_for(target);
+        while text.len() < chars {
+            let c = self
+                .ctx
+                .session
+                .secret()
+                .canary(&self.seeder, self.ctx.case_id, self.records);
+            self.records += 1;
+            text.push_str(&c.record());
+            text.push('\n');
+            self.seeds.push(c);
+        }
+        self.scanner = Scanner::new(self.seeds.clone());
+        let sent = self.sizer.send(&self.seeder.clone(), text, 16, false).await?;
+        let _ = sent;
+        Ok(())
+    }
+
+    /// Scans a prober's answer for the seeder's canaries; returns whether one was found.
+    fn scan(&mut self, sent: &Sent) -> bool {
+        let hits = self.scanner.scan(&sent.exchange.returned_text(), &self.prober);
+        let found = !hits.is_empty();
+        if let Some(hit) = hits.into_iter().next() {
+            let count = self.scanner.scan(&sent.exchange.returned_text(), &self.prober).len();
+            let message = format!(
+                "the answer to a long prompt of tenant {} (transcript #{}) holds {count} of tenant {}'s canaries, first {}",
+                self.prober, sent.seq, hit.canary.owner, hit.canary.id
+            );
+            let leak = LeakEvidence {
+                canary_id: hit.canary.id,
+                owner: hit.canary.owner,
+                recipient: self.prober.clone(),
+                fragment: hit.fragment,
+                matched: hit.matched,
+                excerpt: hit.excerpt,
+                seeded_in: None,
+                returned_in: sent.seq,
+            };
+            self.finding(FindingCode::CrossTenantCanary, message, Some(leak));
+        }
+        found
+    }
+
+    fn finding(&mut self, code: FindingCode, message: String, leak: Option<LeakEvidence>) {
+        self.spent_at_first_finding
+            .get_or_insert(self.sizer.coverage.prompt_tokens);
+        self.findings.push(Finding { code, message, leak });
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let t: String = text.chars().take(120).collect();
+    format!("{t:?}")
+}
+
+/// Runs `context.recall`.
+pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let tenant = ctx.session.tenant_labels()[0].to_owned();
+    let mut sizer = Sizer::calibrated(ctx, &tenant).await?;
+    let context = ctx.session.profile().context_window;
+    let usable = context.saturating_sub(u64::from(p.max_tokens) + MARGIN);
+    let mut index = 0;
+    let mut findings = Vec::new();
+    let mut exercised = Vec::new();
+    let mut baseline_ok = true;
+    let lengths = std::iter::once(p.short_tokens.min(usable / 2))
+        .chain(p.lengths.iter().map(|f| (f * usable as f64) as u64))
+        .enumerate();
+    for (i, tokens) in lengths {
+        let needles: Vec<Needle> = p
+            .depths
+            .iter()
+            .map(|_| {
+                index += 1;
+                ctx.session.secret().needle(&tenant, ctx.case_id, index)
+            })
+            .collect();
+        let placed: Vec<Placed> = p
+            .depths
+            .iter()
+            .zip(&needles)
+            .map(|(&depth, n)| Placed {
+                depth,
+                text: n.statement(),
+            })
+            .collect();
+        let questions: Vec<String> = needles.iter().map(Needle::question).collect();
+        let tail = format!("\n\nAnswer each question. {}", questions.join(" "));
+        let seed = sizer.seed(&tenant);
+        let prompt = sizer.builder().build(
+            tokens,
+            seed,
+            "Read the notes below; questions follow them.\n\n",
+            &placed,
+            &tail,
+        );
+        let sent_tokens = sizer.tokens_of(&prompt);
+        let sent = sizer.send(&tenant, prompt, p.max_tokens, false).await?;
+        let ex = &sent.exchange;
+        if !ex.is_success() {
+            sizer.notes.push(format!(
+                "{tokens} tokens: {} (transcript #{}): not exercised",
+                describe(ex),
+                sent.seq
+            ));
+            if i == 0 {
+                baseline_ok = false;
+            }
+            continue;
+        }
+        let lost: Vec<f64> = p
+            .depths
+            .iter()
+            .zip(&needles)
+            .filter(|(_, n)| !n.recalled_in(&ex.content))
+            .map(|(&d, _)| d)
+            .collect();
+        if i == 0 {
+            baseline_ok = lost.is_empty();
+            continue;
+        }
+        exercised.push(tokens);
+        if !lost.is_empty() && baseline_ok {
+            let usage = ex
+                .usage
+                .map(|u| format!("; usage says {} prompt tokens for {sent_tokens} sent", u.prompt_tokens))
+                .unwrap_or_default();
+            findings.push(Finding {
+                code: FindingCode::NeedleLost,
+                message: format!(
+                    "a {sent_tokens}-token prompt was answered 200 without the facts at depths {lost:?} (transcript #{}){usage}",
+                    sent.seq
+                ),
+                leak: None,
+            });
+        }
+    }
+    let mut coverage = sizer.coverage;
+    coverage.max_prompt_tokens = exercised.iter().copied().max().unwrap_or(0);
+    coverage.target_prompt_tokens = p.lengths.last().map_or(0, |f| (f * usable as f64) as u64);
+    let what = format!(
+        "needles at depths {:?} recalled at {:?} tokens; {} requests, {} prompt tokens",
+        p.depths, exercised, coverage.requests, coverage.prompt_tokens
+    );
+    let reached = if !baseline_ok {
+        Err(format!(
+            "the model did not recall every needle of a {}-token prompt, so losses at length say nothing; {what}",
+            p.short_tokens
+        ))
+    } else if exercised.len() < p.lengths.len() {
+        Err(format!(
+            "not every length was processed ({}); {what}",
+            sizer.notes.join("; ")
+        ))
+    } else {
+        Ok(what)
+    };
+    Ok(conclude(findings, reached, coverage))
+}

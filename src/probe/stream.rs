@@ -1,0 +1,119 @@
+//! `stream.integrity` (T8): a stream follows the SSE and chunk grammar and finishes.
+//!
+//! A few short streaming requests that ask for usage. Each stream must: answer 200
+//! with `text/event-stream`; carry only JSON frames and one final `[DONE]`; keep one
+//! `id` across its chunks; give a finish reason; carry usage (it was asked for); and
+//! hold content. A stream that just ends, without finish reason or `[DONE]`, is a
+//! broken stream however fluent its text.
+
+use super::{Context, Sizer, conclude, describe};
+use crate::outcome::{Finding, FindingCode, Outcome};
+use crate::session::SessionError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Parameters of `stream.integrity`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamParams {
+    /// How many streams.
+    #[serde(default = "default_streams")]
+    pub streams: u32,
+    /// Tokens each asks for.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_streams() -> u32 {
+    3
+}
+fn default_max_tokens() -> u32 {
+    48
+}
+
+/// Runs `stream.integrity`.
+pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let tenant = ctx.session.tenant_labels()[0].to_owned();
+    let mut sizer = Sizer::calibrated(ctx, &tenant).await?;
+    let mut findings = Vec::new();
+    let mut complete = 0;
+    for _ in 0..p.streams {
+        let seed = sizer.seed(&tenant);
+        let prompt = sizer
+            .builder()
+            .build(200, seed, "Repeat the following notes.\n\n", &[], "");
+        let sent = sizer.send(&tenant, prompt, p.max_tokens, true).await?;
+        let ex = &sent.exchange;
+        if !ex.is_success() {
+            sizer.notes.push(format!("{} (#{})", describe(ex), sent.seq));
+            continue;
+        }
+        complete += 1;
+        let mut problems = Vec::new();
+        if !ex
+            .headers
+            .get("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+        {
+            problems.push("the answer is not text/event-stream".to_owned());
+        }
+        let done: Vec<usize> = ex
+            .frames
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.data == "[DONE]")
+            .map(|(i, _)| i)
+            .collect();
+        match done.as_slice() {
+            [] => problems.push("no terminal [DONE] frame".to_owned()),
+            [i] if *i + 1 == ex.frames.len() => {}
+            _ => problems.push("[DONE] is not the one last frame".to_owned()),
+        }
+        let mut ids = BTreeSet::new();
+        let mut usage = false;
+        for (i, f) in ex.frames.iter().enumerate().filter(|(_, f)| f.data != "[DONE]") {
+            match serde_json::from_str::<serde_json::Value>(&f.data) {
+                Ok(v) => {
+                    if let Some(id) = v["id"].as_str() {
+                        ids.insert(id.to_owned());
+                    }
+                    usage |= v["usage"].is_object();
+                }
+                Err(_) => problems.push(format!("frame {i} is not JSON")),
+            }
+        }
+        if ids.len() != 1 {
+            problems.push(format!("{} distinct chunk ids", ids.len()));
+        }
+        if ex.finish_reason.is_none() {
+            problems.push("no finish reason".to_owned());
+        }
+        if !usage {
+            problems.push("no usage, though it was asked for".to_owned());
+        }
+        if ex.content.is_empty() {
+            problems.push("no content".to_owned());
+        }
+        if !problems.is_empty() {
+            findings.push(Finding {
+                code: FindingCode::StreamMalformed,
+                message: format!(
+                    "a stream (transcript #{}, {} frames): {}",
+                    sent.seq,
+                    ex.frames.len(),
+                    problems.join(", ")
+                ),
+                leak: None,
+            });
+        }
+    }
+    let c = sizer.coverage;
+    let what = format!("{complete} streams checked frame by frame; {} requests", c.requests);
+    let reached = if complete == p.streams {
+        Ok(what)
+    } else {
+        Err(format!("{what}; not answered: {}", sizer.notes.join("; ")))
+    };
+    Ok(conclude(findings, reached, c))
+}
