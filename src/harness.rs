@@ -270,7 +270,12 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             .with_kind(kind)
         })
         .collect();
-    let _ = libtest_mimic::run(&opts.trials, trials);
+    // One case at a time unless asked otherwise: a probe sets up what the vendor's
+    // caches hold (another tenant's residue, a prefix) and another case running beside
+    // it would disturb that, making the evidence depend on scheduling.
+    let mut trial_args = opts.trials.clone();
+    trial_args.test_threads.get_or_insert(1);
+    let _ = libtest_mimic::run(&trial_args, trials);
 
     let mut results = std::mem::take(&mut *results.lock().expect("results lock poisoned"));
     let cases = suite

@@ -30,8 +30,11 @@ use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Tokens kept free for the chat template and the vendor's own additions.
-const MARGIN: u64 = 32;
+/// Tokens kept free below the context for the chat template, the vendor's own
+/// additions and the sizing error of an unknown tokenizer: 64, or 1% of the context.
+fn margin(context: u64) -> u64 {
+    (context / 100).max(64)
+}
 
 /// Parameters of `context.boundary`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -195,7 +198,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         tried: Vec::new(),
     };
     let context = ctx.session.profile().context_window;
-    let top = context.saturating_sub(u64::from(p.max_tokens) + MARGIN);
+    let top = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
     let short = p.short_tokens.min(top / 2).max(64);
 
     let baseline = b.try_length(short).await?;
@@ -426,7 +429,7 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
     let tenant = ctx.session.tenant_labels()[0].to_owned();
     let mut sizer = Sizer::calibrated(ctx, &tenant).await?;
     let context = ctx.session.profile().context_window;
-    let usable = context.saturating_sub(u64::from(p.max_tokens) + MARGIN);
+    let usable = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
     let mut index = 0;
     let mut findings = Vec::new();
     let mut exercised = Vec::new();

@@ -14,10 +14,11 @@
 //!    the last `<|user|>` marker, up to the next marker. Otherwise the pages hold no
 //!    prompt of this request (they were not written, or only in part) and it takes
 //!    everything it read, from the start, markers left out.
-//! 2. For each "what is the value of KEY" the turn asks, in order, it looks through
-//!    everything it read for `KEY is VALUE`, `KEY: VALUE` or `KEY = VALUE` and answers
-//!    `The value of KEY is VALUE.`, or says it cannot find it.
-//! 3. Otherwise it repeats the turn, from its first token.
+//! 2. In a well-formed prompt, for each "what is the value of KEY" the turn asks, in
+//!    order, it looks through everything it read for `KEY is VALUE`, `KEY: VALUE` or
+//!    `KEY = VALUE` and answers `The value of KEY is VALUE.`, or says it cannot find it.
+//! 3. Otherwise it repeats the turn from its first token: decoding from pages that
+//!    hold no prompt of its own, it continues whatever they hold.
 //!
 //! The answer is cut at `max_tokens` tokens (finish reason `length`).
 
@@ -38,8 +39,9 @@ const QUESTION: &str = "what is the value of ";
 
 /// Answers from `view`, the token strings read from the request's pages.
 pub fn respond(view: &[&str], max_tokens: usize) -> Answer {
-    let turn: String = turn(view).iter().filter(|t| !is_marker(t)).copied().collect();
-    let keys = question_keys(&turn);
+    let (turn, well_formed) = turn(view);
+    let turn: String = turn.iter().filter(|t| !is_marker(t)).copied().collect();
+    let keys = if well_formed { question_keys(&turn) } else { Vec::new() };
     let full = if keys.is_empty() {
         turn.trim_start().to_owned()
     } else {
@@ -76,20 +78,23 @@ fn is_marker(token: &str) -> bool {
     t.starts_with("<|") && t.ends_with("|>")
 }
 
-/// The part of `view` the model answers (step 1 of the module documentation).
-fn turn<'v, 'a>(view: &'v [&'a str]) -> &'v [&'a str] {
-    let last = view.iter().rev().find(|t| !t.trim().is_empty());
+/// The part of `view` the model answers, and whether `view` is a well-formed prompt
+/// (step 1 of the module documentation).
+fn turn<'v, 'a>(view: &'v [&'a str]) -> (&'v [&'a str], bool) {
+    // The template ends with the marker and a newline. Empty slots (never written)
+    // are not white space: a view that ends in them is no prompt.
+    let last = view.iter().rev().find(|t| t.is_empty() || !t.trim().is_empty());
     let well_formed = last.is_some_and(|t| t.trim_start() == "<|assistant|>");
     if !well_formed {
-        return view;
+        return (view, false);
     }
     match view.iter().rposition(|t| t.trim_start() == "<|user|>") {
         Some(i) => {
             let rest = &view[i + 1..];
             let end = rest.iter().position(|t| is_marker(t)).unwrap_or(rest.len());
-            &rest[..end]
+            (&rest[..end], true)
         }
-        None => view,
+        None => (view, true),
     }
 }
 
