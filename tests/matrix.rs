@@ -1,0 +1,161 @@
+//! The detection matrix: the whole suite against the reference vendor, healthy and
+//! with each fault, and the verdict every case must reach, with the reason.
+//!
+//! `reports/detection-matrix.md` is generated from these real runs; this test fails
+//! when it is stale. Regenerate it with:
+//!
+//! ```sh
+//! TENANTCHECK_WRITE_MATRIX=1 cargo test --test matrix
+//! ```
+
+mod common;
+
+use common::{Sim, TempDir, run_vendor};
+use std::collections::BTreeMap;
+use tenantcheck::outcome::Verdict;
+use tenantcheck::report::{self, key};
+
+/// One row: a sim setup, and the cases that must fail on it (all others pass).
+struct Row {
+    name: &'static str,
+    flags: &'static [&'static str],
+    fail: &'static [&'static str],
+    why: &'static str,
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        name: "healthy",
+        flags: &[],
+        fail: &[],
+        why: "one pool for two contexts, every refusal a 400",
+    },
+    Row {
+        name: "healthy, disaggregated",
+        flags: &["--disaggregated"],
+        fail: &[],
+        why: "prefill pool = context, decode pool = 2x context, KV transfer between them",
+    },
+    Row {
+        name: "stale-pages",
+        flags: &["--fault", "stale-pages"],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "long prompts decode from another tenant's residue: a leak, and within-context prompts not processed",
+    },
+    Row {
+        name: "reject-continue",
+        flags: &[
+            "--disaggregated",
+            "--prefill-pool-tokens",
+            "5300",
+            "--decode-pool-tokens",
+            "16384",
+            "--fault",
+            "reject-continue",
+        ],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "the incident: over-pool prompts swapped for a placeholder and decoded from residue, 200 with other tenants' records",
+    },
+    Row {
+        name: "abort-as-length",
+        flags: &[
+            "--disaggregated",
+            "--decode-pool-tokens",
+            "4096",
+            "--fault",
+            "abort-as-length",
+        ],
+        fail: &["context.boundary", "context.recall"],
+        why: "prompts the decode pool cannot take come back 200, empty, finish_reason length; nothing leaks",
+    },
+    Row {
+        name: "silent-truncate",
+        flags: &["--fault", "silent-truncate"],
+        fail: &["context.boundary", "context.recall"],
+        why: "the middle of long prompts is dropped (needles lost) and prompts past the context are accepted",
+    },
+    Row {
+        name: "usage-misreport",
+        flags: &["--fault", "usage-misreport"],
+        fail: &["usage.consistency"],
+        why: "usage says 3/4 of the prompt tokens; prompts are sized by the local tokenizer, so nothing else moves",
+    },
+    Row {
+        name: "error-as-200",
+        flags: &["--fault", "error-as-200"],
+        fail: &["context.boundary", "errors.semantics"],
+        why: "refusals become empty 200s: wrong requests and prompts past the context look accepted",
+    },
+    Row {
+        name: "stream-no-error-frame",
+        flags: &["--fault", "stream-no-error-frame"],
+        fail: &["stream.integrity"],
+        why: "streams stop half-way without finish reason, error frame or [DONE]",
+    },
+];
+
+fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdict> {
+    let sim = Sim::start("matrix-key-a", "matrix-key-b", flags);
+    let dir = tmp.path().join(tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = sim.profile(&dir);
+    let run_dir = dir.join("run");
+    let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "matrix-key-a", "matrix-key-b");
+    assert!(matches!(code, Some(0 | 1)), "{tag}: exit {code:?}\n{stdout}\n{stderr}");
+    let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
+    let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
+    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    let verified = report::verify(&envelope, &public, Some(&transcript), |_| {}).unwrap();
+    let by_case: BTreeMap<String, Verdict> = verified
+        .report()
+        .cases
+        .iter()
+        .map(|c| (c.id.clone(), c.outcome.verdict))
+        .collect();
+    let want_exit = if by_case.values().any(|v| *v == Verdict::Fail) { 1 } else { 0 };
+    assert_eq!(code, Some(want_exit), "{tag}: the exit code follows the verdicts");
+    by_case
+}
+
+#[test]
+fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
+    let tmp = TempDir::new("matrix");
+    let mut table = String::from(
+        "# Detection matrix\n\nThe whole suite against the reference vendor (`tenantcheck sim`, context 8,192), healthy and with each fault. \
+         Generated from real runs by `TENANTCHECK_WRITE_MATRIX=1 cargo test --test matrix`; the test fails when this file is stale.\n\n",
+    );
+    let mut header_done = false;
+    let mut mismatches = Vec::new();
+    for (i, row) in ROWS.iter().enumerate() {
+        let got = verdicts(row.flags, &tmp, &format!("row{i}"));
+        if !header_done {
+            table.push_str("| sim | flags |");
+            for case in got.keys() {
+                table.push_str(&format!(" {case} |"));
+            }
+            table.push_str(" why |\n|---|---|");
+            table.push_str(&"---|".repeat(got.len() + 1));
+            table.push('\n');
+            header_done = true;
+        }
+        table.push_str(&format!("| {} | `{}` |", row.name, row.flags.join(" ")));
+        for (case, verdict) in &got {
+            let want = if row.fail.contains(&case.as_str()) { Verdict::Fail } else { Verdict::Pass };
+            if *verdict != want {
+                mismatches.push(format!("{}: {case} is {verdict:?}, expected {want:?}", row.name));
+            }
+            table.push_str(&format!(" {} |", verdict.label()));
+        }
+        table.push_str(&format!(" {} |\n", row.why));
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/reports/detection-matrix.md");
+    if std::env::var_os("TENANTCHECK_WRITE_MATRIX").is_some() {
+        std::fs::write(path, &table).unwrap();
+    }
+    assert!(mismatches.is_empty(), "verdicts differ from the matrix:\n{}", mismatches.join("\n"));
+    let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+    assert_eq!(
+        on_disk, table,
+        "reports/detection-matrix.md is stale: TENANTCHECK_WRITE_MATRIX=1 cargo test --test matrix"
+    );
+}
