@@ -4,7 +4,7 @@
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
-use tenantcheck::suite::{BUILTIN_FILES, Suite};
+use tenantcheck::suite::{BUILTIN_ADVISORIES, BUILTIN_FILES, Suite};
 use tenantcheck::vendor::VendorProfile;
 
 fn root() -> PathBuf {
@@ -65,6 +65,14 @@ fn main() {
         let embedded = Suite::builtin();
         let disk_files: Vec<&str> = on_disk.cases.iter().map(|c| c.file.as_str()).collect();
         let embedded_files: Vec<&str> = BUILTIN_FILES.iter().map(|(p, _)| *p).collect();
+        let disk_advisories: Vec<&str> = on_disk.advisories.iter().map(|a| a.file.as_str()).collect();
+        let embedded_advisories: Vec<&str> = BUILTIN_ADVISORIES.iter().map(|(p, _)| *p).collect();
+        if disk_advisories != embedded_advisories {
+            return Err(format!(
+                "list every advisory in suite::BUILTIN_ADVISORIES\n  on disk:  {disk_advisories:?}\n  embedded: {embedded_advisories:?}"
+            )
+            .into());
+        }
         if disk_files != embedded_files || on_disk.digest != embedded.digest {
             return Err(format!(
                 "the embedded suite differs from suite/: list every case file in suite::BUILTIN_FILES\n  on disk:  {disk_files:?}\n  embedded: {embedded_files:?}"

@@ -112,7 +112,11 @@ fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdic
         .iter()
         .map(|c| (c.id.clone(), c.outcome.verdict))
         .collect();
-    let want_exit = if by_case.values().any(|v| *v == Verdict::Fail) { 1 } else { 0 };
+    let want_exit = if by_case.values().any(|v| *v == Verdict::Fail) {
+        1
+    } else {
+        0
+    };
     assert_eq!(code, Some(want_exit), "{tag}: the exit code follows the verdicts");
     by_case
 }
@@ -140,7 +144,11 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
         }
         table.push_str(&format!("| {} | `{}` |", row.name, row.flags.join(" ")));
         for (case, verdict) in &got {
-            let want = if row.fail.contains(&case.as_str()) { Verdict::Fail } else { Verdict::Pass };
+            let want = if row.fail.contains(&case.as_str()) {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            };
             if *verdict != want {
                 mismatches.push(format!("{}: {case} is {verdict:?}, expected {want:?}", row.name));
             }
@@ -152,7 +160,11 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
     if std::env::var_os("TENANTCHECK_WRITE_MATRIX").is_some() {
         std::fs::write(path, &table).unwrap();
     }
-    assert!(mismatches.is_empty(), "verdicts differ from the matrix:\n{}", mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "verdicts differ from the matrix:\n{}",
+        mismatches.join("\n")
+    );
     let on_disk = std::fs::read_to_string(path).unwrap_or_default();
     assert_eq!(
         on_disk, table,

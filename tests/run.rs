@@ -19,13 +19,24 @@ fn verified(run_dir: &Path) -> Report {
         .clone()
 }
 
+fn isolation(report: &Report) -> &tenantcheck::report::CaseReport {
+    report
+        .cases
+        .iter()
+        .find(|c| c.id == "isolation.canary-residue")
+        .expect("the isolation case ran")
+}
+
 #[test]
 fn embedded_default_run_passes_and_its_report_verifies() {
     let tmp = TempDir::new("embedded");
     let run_dir = tmp.path().join("run");
     let (code, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
     assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("test [T1] isolation.canary-residue ... ok"), "{stdout}");
+    assert!(
+        stdout.contains("test [T1] isolation.canary-residue") && stdout.contains("8 passed"),
+        "{stdout}"
+    );
     for file in [
         report::ENVELOPE_FILE,
         report::TRANSCRIPT_FILE,
@@ -38,7 +49,7 @@ fn embedded_default_run_passes_and_its_report_verifies() {
 
     let report = verified(&run_dir);
     assert_eq!(report.verdict, Verdict::Pass);
-    let case = &report.cases[0];
+    let case = isolation(&report);
     assert_eq!(case.outcome.verdict, Verdict::Pass);
     let cov = case.outcome.coverage;
     assert!(
@@ -153,7 +164,7 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
 
     let report = verified(&run_dir);
     assert_eq!(report.verdict, Verdict::Fail);
-    let outcome = &report.cases[0].outcome;
+    let outcome = &isolation(&report).outcome;
     assert!(!outcome.findings.is_empty());
     let secret = RunSecret::from_hex(&report.run_secret.revealed).unwrap();
     for finding in &outcome.findings {
@@ -184,7 +195,11 @@ fn healthy_standalone_sim_passes_through_a_profile() {
     let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "key-a-ok", "key-b-ok");
     assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let report = verified(&run_dir);
-    assert_eq!(report.cases[0].outcome.verdict, Verdict::Pass);
+    assert!(
+        report.cases.iter().all(|c| c.outcome.verdict == Verdict::Pass),
+        "{:?}",
+        report.cases
+    );
     assert!(report.vendor.profile_sha256.is_some());
 }
 
@@ -328,7 +343,8 @@ fn a_vendor_that_echoes_the_key_back_cannot_put_it_into_the_evidence() {
             .env("TENANTCHECK_KEY_A", "sk-ECHOED-aaaa")
             .env("TENANTCHECK_KEY_B", "sk-ECHOED-bbbb"),
     );
-    assert!(matches!(code, Some(0 | 3)), "{stdout}{stderr}");
+    // An echoing vendor fails cases; what matters here is what reaches the evidence.
+    assert!(matches!(code, Some(0 | 1 | 3)), "{stdout}{stderr}");
     let transcript = std::fs::read_to_string(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
     assert!(
         transcript.contains("your key is [REDACTED]"),

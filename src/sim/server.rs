@@ -48,6 +48,8 @@ pub(super) fn router(config: SimConfig) -> Router {
                 "Unknown endpoint.",
             )
         })
+        // Prompts of a million tokens are several megabytes of JSON.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Arc::new(sim))
 }
 
@@ -133,6 +135,9 @@ struct StreamOptions {
 }
 
 const DEFAULT_MAX_TOKENS: u64 = 256;
+
+/// The largest request body accepted (a 4-million-token prompt fits).
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// A successful answer, before faults shape how it is sent.
 struct Reply {

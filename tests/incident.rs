@@ -1,0 +1,146 @@
+//! The 2026 incident at its own numbers: advertised context 1,048,576, prefill KV pool
+//! 681,280, `--disaggregated --fault reject-continue`. The boundary case must fail with
+//! other tenants' canaries in the over-pool answers and measure the effective context;
+//! with the fault off the same run passes. The declared facts of such a deployment fail
+//! the declared cases without a request.
+
+mod common;
+
+use common::{Sim, TempDir};
+use tenantcheck::outcome::{FindingCode, Verdict};
+use tenantcheck::report::{self, Report, key};
+
+const CONTEXT: &str = "1048576";
+const PREFILL_POOL: u64 = 681_280;
+
+fn incident_profile(sim: &Sim, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = sim.profile(dir);
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("context_window = 8192", &format!("context_window = {CONTEXT}"))
+        .replace("kv_pool_tokens = 16384", "kv_pool_tokens = 2097152");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn report_of(run_dir: &std::path::Path) -> Report {
+    let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
+    let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
+    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    report::verify(&envelope, &public, Some(&transcript), |_| {})
+        .unwrap()
+        .report()
+        .clone()
+}
+
+fn boundary(fault: bool) -> (Option<i32>, Report) {
+    let tmp = TempDir::new("incident");
+    let mut flags = vec![
+        "--context",
+        CONTEXT,
+        "--disaggregated",
+        "--prefill-pool-tokens",
+        "681280",
+        "--decode-pool-tokens",
+        "2097152",
+    ];
+    if fault {
+        flags.extend(["--fault", "reject-continue"]);
+    }
+    let sim = Sim::start("inc-a", "inc-b", &flags);
+    let profile = incident_profile(&sim, tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = {
+        let mut cmd = common::tenantcheck();
+        cmd.args(["run", "--exact", "context.boundary", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&run_dir)
+            .env("TENANTCHECK_KEY_A", "inc-a")
+            .env("TENANTCHECK_KEY_B", "inc-b");
+        common::output(&mut cmd)
+    };
+    assert!(matches!(code, Some(0 | 1)), "{stdout}\n{stderr}");
+    (code, report_of(&run_dir))
+}
+
+#[test]
+fn reject_continue_at_the_incidents_numbers_is_caught_with_the_leaked_canaries() {
+    let (code, report) = boundary(true);
+    assert_eq!(code, Some(1));
+    let case = report.cases.iter().find(|c| c.id == "context.boundary").unwrap();
+    assert_eq!(case.outcome.verdict, Verdict::Fail);
+    let leaks: Vec<_> = case
+        .outcome
+        .findings
+        .iter()
+        .filter(|f| f.code == FindingCode::CrossTenantCanary)
+        .collect();
+    assert!(!leaks.is_empty(), "{:?}", case.outcome.findings);
+    for f in &leaks {
+        let leak = f.leak.as_ref().unwrap();
+        assert_eq!((leak.owner.as_str(), leak.recipient.as_str()), ("b", "a"));
+    }
+    // The effective context is the prefill pool, within the search's resolution (2%).
+    let effective = case.outcome.coverage.max_prompt_tokens;
+    let context: u64 = CONTEXT.parse().unwrap();
+    assert!(
+        effective <= PREFILL_POOL && effective + context / 50 >= PREFILL_POOL,
+        "effective {effective}"
+    );
+    assert!(case.outcome.summary.contains("effective context") && case.outcome.summary.contains("prompt tokens sent"));
+    assert!(case.outcome.summary.contains("the first finding after"));
+}
+
+#[test]
+fn the_same_deployment_without_the_fault_refuses_honestly_and_passes() {
+    let (code, report) = boundary(false);
+    assert_eq!(code, Some(0), "{:?}", report.cases);
+    let case = report.cases.iter().find(|c| c.id == "context.boundary").unwrap();
+    assert_eq!(case.outcome.verdict, Verdict::Pass);
+    let effective = case.outcome.coverage.max_prompt_tokens;
+    let context: u64 = CONTEXT.parse().unwrap();
+    assert!(
+        effective <= PREFILL_POOL && effective + context / 50 >= PREFILL_POOL,
+        "effective {effective}"
+    );
+}
+
+#[test]
+fn the_incidents_declared_facts_fail_the_declared_cases() {
+    let tmp = TempDir::new("declared");
+    let sim = Sim::start("dec-a", "dec-b", &[]);
+    let base = sim.profile(tmp.path());
+    let declared = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/vendors/sglang-disaggregated.example.toml"
+    ))
+    .unwrap();
+    let facts = &declared[declared.find("[declared]").unwrap()..];
+    let own = std::fs::read_to_string(&base).unwrap();
+    let own = &own[..own.find("[declared]").unwrap()];
+    let profile = tmp.path().join("declared.toml");
+    std::fs::write(
+        &profile,
+        format!("{own}{facts}").replace("context_window = 8192", "context_window = 1048576"),
+    )
+    .unwrap();
+    let run_dir = tmp.path().join("run");
+    let mut cmd = common::tenantcheck();
+    cmd.args(["run", "declared", "--vendor"])
+        .arg(&profile)
+        .arg("--out")
+        .arg(&run_dir)
+        .env("TENANTCHECK_KEY_A", "dec-a")
+        .env("TENANTCHECK_KEY_B", "dec-b");
+    let (code, stdout, _) = common::output(&mut cmd);
+    assert_eq!(code, Some(1), "{stdout}");
+    let report = report_of(&run_dir);
+    let verdict = |id: &str| report.cases.iter().find(|c| c.id == id).unwrap().outcome.clone();
+    let pool = verdict("declared.kv-pool");
+    assert_eq!(pool.verdict, Verdict::Fail);
+    assert!(pool.findings[0].message.contains("681280") && pool.summary.contains("checksums"));
+    let adv = verdict("declared.advisories");
+    assert_eq!(adv.verdict, Verdict::Fail);
+    assert!(adv.findings[0].message.contains("sglang-rejected-kv-reuse"));
+}
