@@ -317,6 +317,11 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                     path: c.file.clone(),
                     sha256: c.sha256.clone(),
                 })
+                .chain(suite.advisories.iter().map(|a| SuiteFile {
+                    id: a.id.clone(),
+                    path: a.file.clone(),
+                    sha256: a.sha256.clone(),
+                }))
                 .collect(),
         },
         run_secret: RunSecretRecord {
