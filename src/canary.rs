@@ -28,9 +28,22 @@ const _: () = assert!(ENTROPY_BITS >= 64.0, "a canary needs at least 64 bits");
 pub struct RunSecret([u8; 32]);
 
 impl RunSecret {
-    /// A fresh secret.
+    /// A fresh secret from the operating system's CSPRNG, with no challenge.
     pub fn generate() -> Self {
-        RunSecret(crate::random_bytes())
+        Self::derive(&crate::random_bytes(), &[])
+    }
+
+    /// The secret of a run: SHA-256 over a fresh random `seed` and the buyer's
+    /// `challenge` (empty when none was given). Revealing the seed lets anyone re-derive
+    /// the secret; mixing the challenge in shows that the run's canaries were made
+    /// after the buyer chose it.
+    pub fn derive(seed: &[u8; 32], challenge: &[u8]) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"tenantcheck/run-secret/v1\0");
+        h.update(seed);
+        h.update((challenge.len() as u64).to_be_bytes());
+        h.update(challenge);
+        RunSecret(h.finalize().into())
     }
 
     /// A secret from its hex form (as revealed in a report).
@@ -61,7 +74,7 @@ impl RunSecret {
 
     /// The canary number `index` of tenant `owner` in case `case`.
     pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
-        let d = self.derive(b"tenantcheck/canary/v1\0", owner, case, index);
+        let d = self.expand(b"tenantcheck/canary/v1\0", owner, case, index);
         let word = |i: usize| u64::from_be_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let (w0, w1, w2, w3) = (word(0), word(1), word(2), word(3));
         let pick = |list: &'static [&'static str], bits: u64| list[(bits as usize) % list.len()];
@@ -99,7 +112,7 @@ impl RunSecret {
 impl RunSecret {
     /// The needle number `index` of tenant `owner` in case `case`: a fact to recall.
     pub fn needle(&self, owner: &str, case: &str, index: u32) -> Needle {
-        let d = self.derive(b"tenantcheck/needle/v1\0", owner, case, index);
+        let d = self.expand(b"tenantcheck/needle/v1\0", owner, case, index);
         let word = |i: usize| u64::from_be_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let pick = |list: &'static [&'static str], bits: u64| list[(bits as usize) % list.len()];
         Needle {
@@ -110,11 +123,11 @@ impl RunSecret {
 
     /// A seed for the filler of prompt number `index` of `owner` in `case`.
     pub fn seed(&self, owner: &str, case: &str, index: u32) -> u64 {
-        let d = self.derive(b"tenantcheck/filler/v1\0", owner, case, index);
+        let d = self.expand(b"tenantcheck/filler/v1\0", owner, case, index);
         u64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
     }
 
-    fn derive(&self, domain: &[u8], owner: &str, case: &str, index: u32) -> [u8; 32] {
+    fn expand(&self, domain: &[u8], owner: &str, case: &str, index: u32) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(domain);
         h.update(self.0);

@@ -53,6 +53,8 @@ pub struct RunOptions {
     pub key: Option<PathBuf>,
     /// A suite folder; `None`: the suite embedded in the binary.
     pub suite: Option<PathBuf>,
+    /// A buyer's challenge, mixed into the run secret and recorded.
+    pub challenge: Option<Vec<u8>>,
     /// libtest-mimic's arguments (filter, `--list`, `--exact`, `--skip`, …).
     pub trials: Arguments,
 }
@@ -194,7 +196,9 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         write_file(&public_path, key::public_pem(&signing_key.verifying_key()).as_bytes())?;
     }
 
-    let secret = RunSecret::generate();
+    let seed: [u8; 32] = crate::random_bytes();
+    let challenge_hex = opts.challenge.as_deref().map(crate::hex);
+    let secret = RunSecret::derive(&seed, opts.challenge.as_deref().unwrap_or_default());
     let started_at = crate::now_rfc3339();
     let transcript_path = run_dir.join(TRANSCRIPT_FILE);
     let commitment = secret.commitment();
@@ -203,6 +207,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         version: crate::TOOL_VERSION,
         vendor: &profile.name,
         secret_commitment: &commitment,
+        challenge: challenge_hex.as_deref(),
     };
     let transcript =
         Transcript::create(&transcript_path, redactor.clone(), &header).map_err(|source| HarnessError::Write {
@@ -327,6 +332,8 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         run_secret: RunSecretRecord {
             commitment,
             revealed: secret.to_hex(),
+            seed: crate::hex(&seed),
+            challenge: challenge_hex.clone(),
         },
         transcript: TranscriptRecord {
             file: TRANSCRIPT_FILE.into(),

@@ -52,7 +52,7 @@ pub fn install_crypto_provider() {
 }
 
 /// Lowercase hexadecimal encoding of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -44,6 +44,9 @@ enum Command {
         /// The transcript; default: transcript.jsonl beside the envelope.
         #[arg(long)]
         transcript: Option<PathBuf>,
+        /// The challenge (hex) the run must have mixed into its secret.
+        #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
+        challenge: Option<Vec<u8>>,
     },
 }
 
@@ -62,6 +65,10 @@ struct RunArgs {
     /// Run the cases of this folder instead of the suite built into the binary.
     #[arg(long, value_name = "DIR")]
     suite: Option<PathBuf>,
+    /// A buyer's challenge (hex, 1 to 64 bytes), mixed into the run secret and recorded,
+    /// so the report shows the run's canaries were made after it.
+    #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
+    challenge: Option<Vec<u8>>,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }
@@ -138,7 +145,8 @@ fn main() -> ExitCode {
             envelope,
             key,
             transcript,
-        } => verify(&envelope, &key, transcript.as_deref()),
+            challenge,
+        } => verify(&envelope, &key, transcript.as_deref(), challenge.as_deref()),
     };
     ExitCode::from(code)
 }
@@ -149,6 +157,7 @@ fn run(args: RunArgs) -> u8 {
         out: args.out,
         key: args.key,
         suite: args.suite,
+        challenge: args.challenge,
         trials: args.trials,
     };
     match harness::run(opts, &mut std::io::stdout()) {
@@ -283,7 +292,14 @@ fn keygen(out: &Path) -> u8 {
     }
 }
 
-fn verify(envelope: &Path, key_path: &Path, transcript: Option<&Path>) -> u8 {
+fn parse_challenge(text: &str) -> Result<Vec<u8>, String> {
+    match report::unhex(text) {
+        Some(b) if !b.is_empty() && b.len() <= 64 => Ok(b),
+        _ => Err("write the challenge as 2 to 128 hex digits (1 to 64 bytes)".to_owned()),
+    }
+}
+
+fn verify(envelope: &Path, key_path: &Path, transcript: Option<&Path>, challenge: Option<&[u8]>) -> u8 {
     let bytes = match std::fs::read(envelope) {
         Ok(b) => b,
         Err(e) => {
@@ -316,7 +332,7 @@ fn verify(envelope: &Path, key_path: &Path, transcript: Option<&Path>) -> u8 {
         },
         None => None,
     };
-    let result = report::verify(&bytes, &public, transcript_bytes.as_deref(), |check| {
+    let result = report::verify(&bytes, &public, transcript_bytes.as_deref(), challenge, |check| {
         println!("ok: {check}");
     });
     match result {

@@ -46,14 +46,18 @@ impl PromptBuilder {
     }
 
     /// Learns the ratio from a prompt of `chars` characters counted as `tokens` tokens.
-    /// Returns `false` when the count was implausible (and the ratio was clamped).
+    /// Returns `false`, and keeps the ratio it had, when the count is implausible (a
+    /// 1-token placeholder, a constant).
     pub fn learn(&mut self, chars: usize, tokens: u64) -> bool {
         if tokens == 0 {
             return false;
         }
         let ratio = chars as f64 / tokens as f64;
-        self.chars_per_token = ratio.clamp(MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN);
-        (MIN_CHARS_PER_TOKEN..=MAX_CHARS_PER_TOKEN).contains(&ratio)
+        let plausible = (MIN_CHARS_PER_TOKEN..=MAX_CHARS_PER_TOKEN).contains(&ratio);
+        if plausible {
+            self.chars_per_token = ratio;
+        }
+        plausible
     }
 
     /// Characters for about `tokens` tokens.
@@ -295,7 +299,7 @@ mod tests {
             !b.learn(1_000_000, 1),
             "a 1-token usage for a long prompt is implausible"
         );
-        assert_eq!(b.chars_per_token(), MAX_CHARS_PER_TOKEN);
+        assert!((b.chars_per_token() - 4.5).abs() < 1e-9, "and does not move the ratio");
         assert!(!b.learn(10, 0));
     }
 }

@@ -50,6 +50,9 @@ pub struct Header<'a> {
     pub vendor: &'a str,
     /// The run secret's commitment, recorded before the first request.
     pub secret_commitment: &'a str,
+    /// The buyer's challenge (hex) mixed into the run secret, if one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -214,6 +217,7 @@ mod tests {
             version: "0",
             vendor: "v",
             secret_commitment: "c",
+            challenge: None,
         };
         let t = Transcript::create(&path, Redactor::new([secret]), &header).unwrap();
         for i in 0..3 {

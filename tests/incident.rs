@@ -27,7 +27,7 @@ fn report_of(run_dir: &std::path::Path) -> Report {
     let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
     let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
     let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
-    report::verify(&envelope, &public, Some(&transcript), |_| {})
+    report::verify(&envelope, &public, Some(&transcript), None, |_| {})
         .unwrap()
         .report()
         .clone()

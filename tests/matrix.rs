@@ -105,7 +105,7 @@ fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdic
     let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
     let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
     let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
-    let verified = report::verify(&envelope, &public, Some(&transcript), |_| {}).unwrap();
+    let verified = report::verify(&envelope, &public, Some(&transcript), None, |_| {}).unwrap();
     let by_case: BTreeMap<String, Verdict> = verified
         .report()
         .cases

@@ -13,7 +13,7 @@ fn verified(run_dir: &Path) -> Report {
     let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
     let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
     let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
-    report::verify(&envelope, &public, Some(&transcript), |_| {})
+    report::verify(&envelope, &public, Some(&transcript), None, |_| {})
         .expect("the run's own report verifies")
         .report()
         .clone()
@@ -99,7 +99,7 @@ fn verify_rejects_one_changed_byte_in_the_payload_or_the_transcript() {
         env["payload"] = b64.encode(&bad).into();
         let bytes = serde_json::to_vec(&env).unwrap();
         assert!(
-            report::verify(&bytes, &public, Some(&transcript), |_| {}).is_err(),
+            report::verify(&bytes, &public, Some(&transcript), None, |_| {}).is_err(),
             "payload byte {i}"
         );
     }
@@ -109,7 +109,7 @@ fn verify_rejects_one_changed_byte_in_the_payload_or_the_transcript() {
         let mut bad = transcript.clone();
         bad[i] ^= 0x01;
         assert!(
-            report::verify(&envelope, &public, Some(&bad), |_| {}).is_err(),
+            report::verify(&envelope, &public, Some(&bad), None, |_| {}).is_err(),
             "transcript byte {i}"
         );
     }
@@ -412,4 +412,54 @@ async fn the_adapter_reads_streams_bodies_and_errors_alike() {
         gone.transport_error.is_some() && gone.status.is_none(),
         "an error is a value: {gone:?}"
     );
+}
+
+#[test]
+fn a_buyers_challenge_is_mixed_into_the_secret_and_checked_by_verify() {
+    let tmp = TempDir::new("challenge");
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, _) = output(
+        tenantcheck()
+            .args(["run", "--exact", "declared.kv-pool", "--challenge", "c0ffee42", "--out"])
+            .arg(&run_dir),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let report = verified(&run_dir);
+    assert_eq!(report.run_secret.challenge.as_deref(), Some("c0ffee42"));
+    let seed: [u8; 32] = tenantcheck::report::unhex(&report.run_secret.seed)
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert_eq!(
+        RunSecret::derive(&seed, &[0xc0, 0xff, 0xee, 0x42]).to_hex(),
+        report.run_secret.revealed
+    );
+    let transcript = std::fs::read_to_string(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    assert!(
+        transcript
+            .lines()
+            .next()
+            .unwrap()
+            .contains("\"challenge\":\"c0ffee42\""),
+        "recorded before the first request"
+    );
+
+    let verify = |challenge: &str| {
+        output(
+            tenantcheck()
+                .arg("verify")
+                .arg(run_dir.join(report::ENVELOPE_FILE))
+                .arg("--key")
+                .arg(run_dir.join(key::PUBLIC_KEY_FILE))
+                .args(["--challenge", challenge]),
+        )
+    };
+    let (code, stdout, _) = verify("c0ffee42");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("mixes in the challenge c0ffee42"), "{stdout}");
+    let (code, _, stderr) = verify("c0ffee43");
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("made for challenge c0ffee42, not c0ffee43"), "{stderr}");
+    let (code, _, stderr) = verify("xyz");
+    assert_eq!(code, Some(2), "bad hex is a usage error: {stderr}");
 }

@@ -10,7 +10,8 @@
 //! needle (a fact) at its start and asks for it at its end.
 //!
 //! A length is *processed correctly* when the answer is 200, recalls the needle and
-//! holds no foreign canary. Verdicts: a foreign canary anywhere, a 200 past the
+//! holds no foreign canary; the effective context is the longest prompt so processed,
+//! in tokens as sent (counted by the local tokenizer, else estimated). Verdicts: a foreign canary anywhere, a 200 past the
 //! context, or a 200 within it that lost the needle (while the short baseline recalled
 //! it) is a fail; a refusal within the context is no failure, but the effective
 //! context (the largest length processed correctly) is reported below the advertised
@@ -174,8 +175,8 @@ struct Boundary<'a> {
     spent_at_first_finding: Option<u64>,
     needles: u32,
     records: u32,
-    /// (tokens, how) of every length tried.
-    tried: Vec<(u64, Processed)>,
+    /// (target tokens, tokens sent, how) of every length tried.
+    tried: Vec<(u64, u64, Processed)>,
 }
 
 /// Runs `context.boundary`.
@@ -205,7 +206,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     let at_top = b.try_length(top).await?;
     b.past_context(context).await?;
     let effective = if at_top == Processed::Correctly {
-        Some(top)
+        b.longest_correct()
     } else {
         b.search(short, top, context).await?
     };
@@ -261,26 +262,30 @@ impl Boundary<'_> {
             bad = probe;
             probe /= 2;
         }
-        let Some(mut good) = good else {
-            return Ok(self
-                .tried
-                .iter()
-                .any(|&(t, h)| t == short && h == Processed::Correctly)
-                .then_some(short));
-        };
-        while bad - good > step {
-            let mid = good + (bad - good) / 2;
-            match self.try_length(mid).await? {
-                Processed::Correctly => good = mid,
-                _ => bad = mid,
+        if let Some(mut good) = good {
+            while bad - good > step {
+                let mid = good + (bad - good) / 2;
+                match self.try_length(mid).await? {
+                    Processed::Correctly => good = mid,
+                    _ => bad = mid,
+                }
             }
         }
-        Ok(Some(good))
+        Ok(self.longest_correct())
+    }
+
+    /// The longest prompt, in tokens sent, that was processed correctly.
+    fn longest_correct(&self) -> Option<u64> {
+        self.tried
+            .iter()
+            .filter(|&&(_, _, h)| h == Processed::Correctly)
+            .map(|&(_, sent, _)| sent)
+            .max()
     }
 
     /// The other tenant seeds, then the prober asks for a needle at `tokens` tokens.
     async fn try_length(&mut self, tokens: u64) -> Result<Processed, SessionError> {
-        self.seed(tokens).await?;
+        self.seed().await?;
         self.needles += 1;
         let needle = self
             .ctx
@@ -294,6 +299,7 @@ impl Boundary<'_> {
         );
         let tail = format!("\n\n{}", needle.question());
         let prompt = self.sizer.builder().build(tokens, seed, &head, &[], &tail);
+        let sent_tokens = self.sizer.tokens_of(&prompt);
         let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
         let leaked = self.scan(&sent);
         let ex = &sent.exchange;
@@ -314,30 +320,42 @@ impl Boundary<'_> {
             self.finding(
                 FindingCode::NeedleLost,
                 format!(
-                    "a {tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}",
+                    "a {sent_tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}",
                     sent.seq,
                     excerpt(&ex.content)
                 ),
                 None,
             );
         }
-        self.tried.push((tokens, how));
+        self.tried.push((tokens, sent_tokens, how));
         Ok(how)
     }
 
     fn baseline_ok(&self) -> bool {
-        self.tried.first().is_none_or(|&(_, h)| h == Processed::Correctly)
+        self.tried.first().is_none_or(|&(_, _, h)| h == Processed::Correctly)
     }
 
     /// A prompt past the context must be refused.
     async fn past_context(&mut self, context: u64) -> Result<(), SessionError> {
-        let tokens = context + (self.p.over_by * context as f64) as u64;
-        self.seed(tokens).await?;
-        let seed = self.sizer.seed(&self.prober);
-        let prompt = self
-            .sizer
-            .builder()
-            .build(tokens, seed, "Summarise the notes below.\n\n", &[], "");
+        let want = context + (self.p.over_by * context as f64) as u64;
+        self.seed().await?;
+        // Grow the prompt until it is past the context by its own count (the local
+        // tokenizer's, or the estimate), so that an answer can only mean acceptance.
+        let mut target = want;
+        let mut prompt = String::new();
+        let mut tokens = 0;
+        for _ in 0..4 {
+            let seed = self.sizer.seed(&self.prober);
+            prompt = self
+                .sizer
+                .builder()
+                .build(target, seed, "Summarise the notes below.\n\n", &[], "");
+            tokens = self.sizer.tokens_of(&prompt);
+            if tokens > context {
+                break;
+            }
+            target += want - tokens.min(want) + context / 100;
+        }
         let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
         self.scan(&sent);
         let ex = &sent.exchange;
@@ -365,7 +383,7 @@ impl Boundary<'_> {
     }
 
     /// The other tenant sends a short prompt of canary records.
-    async fn seed(&mut self, _before: u64) -> Result<(), SessionError> {
+    async fn seed(&mut self) -> Result<(), SessionError> {
         let context = self.ctx.session.profile().context_window;
         let target = ((self.p.seed_fraction * context as f64) as u64).max(16 * 40);
         let mut text = String::from("Please file these customer records and read back the first one.\n");
@@ -382,8 +400,8 @@ impl Boundary<'_> {
             self.seeds.push(c);
         }
         self.scanner = Scanner::new(self.seeds.clone());
-        let sent = self.sizer.send(&self.seeder.clone(), text, 16, false).await?;
-        let _ = sent;
+        let seeder = self.seeder.clone();
+        self.sizer.send_other(&seeder, text, 16, false).await?;
         Ok(())
     }
 
@@ -391,8 +409,8 @@ impl Boundary<'_> {
     fn scan(&mut self, sent: &Sent) -> bool {
         let hits = self.scanner.scan(&sent.exchange.returned_text(), &self.prober);
         let found = !hits.is_empty();
+        let count = hits.len();
         if let Some(hit) = hits.into_iter().next() {
-            let count = self.scanner.scan(&sent.exchange.returned_text(), &self.prober).len();
             let message = format!(
                 "the answer to a long prompt of tenant {} (transcript #{}) holds {count} of tenant {}'s canaries, first {}",
                 self.prober, sent.seq, hit.canary.owner, hit.canary.id

@@ -4,11 +4,12 @@
 //! For each tenant in turn as the *seeder*, with the next one as the *prober*, and for
 //! each length on the case's ladder (fractions of the usable context):
 //!
-//! 1. the seeder sends a prompt of about that length made of its own canary records,
-//!    so the vendor's caches and KV pages hold them;
-//! 2. the prober at once sends a prompt of the same length made of *its* canary
-//!    records, streaming on every other rung, so a mis-admitted request finds the
-//!    seeder's residue to read.
+//! 1. the seeder sends a prompt of about that length that opens with its own canary
+//!    records and holds more at depths in prose filler, so the vendor's caches and KV
+//!    pages hold them;
+//! 2. the prober at once sends a prompt of the same shape with *its* canaries,
+//!    streaming on every other rung, so a mis-admitted request finds the seeder's
+//!    residue to read.
 //!
 //! Every response, the seeder's included, is scanned for canaries of any other tenant.
 //! Lengths are set for a tokenizer the suite does not know: one short calibration
@@ -24,6 +25,7 @@ use super::ParamsError;
 use crate::adapter::{ChatRequest, Exchange, Message};
 use crate::canary::Canary;
 use crate::outcome::{Coverage, Finding, FindingCode, LeakEvidence, Outcome, Verdict};
+use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN, Placed, PromptBuilder};
 use crate::scan::Scanner;
 use crate::session::{Sent, Session, SessionError};
 use schemars::JsonSchema;
@@ -87,10 +89,14 @@ const INSTRUCTION: &str = "We are filing the customer records below for our acco
 /// Tokens kept free for the chat template and the vendor's own additions.
 const TEMPLATE_MARGIN: u64 = 32;
 
-/// The range of characters per token the probe believes (real tokenizers give about
-/// 2 to 6 for text like its records).
-const MIN_CHARS_PER_TOKEN: f64 = 1.0;
-const MAX_CHARS_PER_TOKEN: f64 = 12.0;
+/// Records at the head of a prompt (fewer in short prompts).
+const HEAD_RECORDS: usize = 16;
+
+/// Records placed at depths in the filler of a long prompt.
+const PLACED_RECORDS: usize = 8;
+
+/// About how long one record is, in characters.
+const RECORD_CHARS: usize = 140;
 
 /// At most this many findings are itemised; the summary counts them all.
 const MAX_FINDINGS: usize = 25;
@@ -111,7 +117,8 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         leaked: BTreeSet::new(),
         responses: 0,
         notes: Vec::new(),
-        chars_per_token: 4.0,
+        builder: PromptBuilder::default(),
+        prompts: 0,
     };
     match run.go().await {
         Ok(reach) => run.conclude(reach),
@@ -141,14 +148,16 @@ struct Run<'a> {
     leaked: BTreeSet<(String, String)>,
     responses: u64,
     notes: Vec<String>,
-    chars_per_token: f64,
+    builder: PromptBuilder,
+    /// Prompts built so far (each gets its own filler seed).
+    prompts: u32,
 }
 
 /// How big a records prompt is made.
 #[derive(Clone, Copy)]
 enum PromptSize {
     Records(usize),
-    Chars(usize),
+    Tokens(u64),
 }
 
 /// How far each prober got: label → largest prompt processed on the top rung.
@@ -211,13 +220,11 @@ impl Run<'_> {
     /// Learns characters per token from a processed prompt, within the bounds real
     /// tokenizers keep, so that a vendor misreporting usage cannot blow prompts up.
     fn learn_ratio(&mut self, chars: usize, tokens: u64) {
-        let ratio = chars as f64 / tokens as f64;
-        if !(MIN_CHARS_PER_TOKEN..=MAX_CHARS_PER_TOKEN).contains(&ratio) {
+        if !self.builder.learn(chars, tokens) {
             self.notes.push(format!(
-                "the vendor counted {tokens} prompt tokens for {chars} characters, outside any real tokenizer's range; lengths kept within {MIN_CHARS_PER_TOKEN}-{MAX_CHARS_PER_TOKEN} characters per token"
+                "the vendor counted {tokens} prompt tokens for {chars} characters, outside any real tokenizer's range ({MIN_CHARS_PER_TOKEN}-{MAX_CHARS_PER_TOKEN} characters per token); the count was not used for sizing"
             ));
         }
-        self.chars_per_token = ratio.clamp(MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN);
     }
 
     /// Sends a records prompt of about `target` tokens as `tenant`; returns the prompt
@@ -225,8 +232,7 @@ impl Run<'_> {
     async fn send_records(&mut self, tenant: &str, target: u64, stream: bool) -> Result<Option<u64>, SessionError> {
         let mut target = target;
         for _ in 0..4 {
-            let chars = (target as f64 * self.chars_per_token) as usize;
-            let (prompt, canaries) = self.prompt(tenant, PromptSize::Chars(chars));
+            let (prompt, canaries) = self.prompt(tenant, PromptSize::Tokens(target));
             let sent = self.send(tenant, &prompt, &canaries, stream).await?;
             let ex = &sent.exchange;
             if ex.is_success() {
@@ -237,7 +243,7 @@ impl Run<'_> {
                         self.learn_ratio(prompt.len(), counted);
                         counted
                     }
-                    _ => (prompt.len() as f64 / self.chars_per_token) as u64,
+                    _ => self.builder.tokens_for(prompt.len()),
                 };
                 self.coverage.max_prompt_tokens = self.coverage.max_prompt_tokens.max(tokens);
                 return Ok(Some(tokens));
@@ -258,26 +264,58 @@ impl Run<'_> {
         Ok(None)
     }
 
-    /// A prompt of fresh canary records of `tenant`: `records` of them, or as many as
-    /// make about `chars` characters.
+    /// A prompt of fresh canary records of `tenant`: just `n` records, or a prompt of
+    /// about `t` tokens that opens with up to [`HEAD_RECORDS`] records (what a model
+    /// reading it as residue repeats first) and holds [`PLACED_RECORDS`] more at depths
+    /// in prose filler.
     fn prompt(&mut self, tenant: &str, size: PromptSize) -> (String, Vec<Canary>) {
+        let secret = self.session.secret();
         let next = self.next_index.entry(tenant.to_owned()).or_insert(0);
-        let mut prompt = String::from(INSTRUCTION);
-        let mut canaries = Vec::new();
-        loop {
-            let enough = match size {
-                PromptSize::Records(n) => canaries.len() >= n,
-                PromptSize::Chars(n) => prompt.len() >= n && !canaries.is_empty(),
-            };
-            if enough {
-                break;
-            }
-            let c = self.session.secret().canary(tenant, self.case, *next);
+        let mut issue = || {
+            let c = secret.canary(tenant, self.case, *next);
             *next += 1;
-            prompt.push_str(&c.record());
-            prompt.push('\n');
+            c
+        };
+        let mut canaries = Vec::new();
+        let mut head = String::from(INSTRUCTION);
+        let (head_records, tokens) = match size {
+            PromptSize::Records(n) => (n, None),
+            PromptSize::Tokens(t) => {
+                let budget = self.builder.chars_for(t) / 2;
+                ((budget / RECORD_CHARS).clamp(1, HEAD_RECORDS), Some(t))
+            }
+        };
+        for _ in 0..head_records {
+            let c = issue();
+            head.push_str(&c.record());
+            head.push('\n');
             canaries.push(c);
         }
+        let prompt = match tokens {
+            None => head,
+            Some(t) => {
+                let room = self.builder.chars_for(t).saturating_sub(head.len());
+                let placed_count = if room > 4 * PLACED_RECORDS * RECORD_CHARS {
+                    PLACED_RECORDS
+                } else {
+                    0
+                };
+                let placed: Vec<Placed> = (0..placed_count)
+                    .map(|i| {
+                        let c = issue();
+                        let text = c.record();
+                        canaries.push(c);
+                        Placed {
+                            depth: (i + 1) as f64 / (placed_count + 1) as f64,
+                            text,
+                        }
+                    })
+                    .collect();
+                self.prompts += 1;
+                let seed = secret.seed(tenant, self.case, self.prompts);
+                self.builder.build(t, seed, &head, &placed, "")
+            }
+        };
         self.canaries.extend(canaries.iter().cloned());
         self.scanner_stale = true;
         (prompt, canaries)

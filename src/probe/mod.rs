@@ -223,7 +223,8 @@ impl<'a> Sizer<'a> {
             .unwrap_or_else(|| self.builder.tokens_for(text.len()))
     }
 
-    /// Sends one user message and counts it.
+    /// Sends one user message built by [`Sizer::builder`] and counts it; its token
+    /// count refines the builder's ratio.
     pub async fn send(
         &mut self,
         tenant: &str,
@@ -231,16 +232,53 @@ impl<'a> Sizer<'a> {
         max_tokens: u32,
         stream: bool,
     ) -> Result<Sent, SessionError> {
+        self.send_inner(tenant, prompt, max_tokens, stream, true).await
+    }
+
+    /// Sends one user message that the builder did not make (records, whose ratio
+    /// differs from prose) and counts it, without learning from it.
+    pub async fn send_other(
+        &mut self,
+        tenant: &str,
+        prompt: String,
+        max_tokens: u32,
+        stream: bool,
+    ) -> Result<Sent, SessionError> {
+        self.send_inner(tenant, prompt, max_tokens, stream, false).await
+    }
+
+    async fn send_inner(
+        &mut self,
+        tenant: &str,
+        prompt: String,
+        max_tokens: u32,
+        stream: bool,
+        learn: bool,
+    ) -> Result<Sent, SessionError> {
         let request = ChatRequest {
             messages: vec![Message::user(prompt)],
             max_tokens,
             stream,
         };
         let sent = self.ctx.session.chat(self.ctx.case_id, tenant, &request).await?;
+        let prompt = &request.messages[0].content;
         self.coverage.requests += 1;
-        self.coverage.prompt_tokens += self.tokens_of(&request.messages[0].content);
+        self.coverage.prompt_tokens += self.tokens_of(prompt);
         if let Some(u) = sent.exchange.usage {
             self.coverage.completion_tokens += u.completion_tokens;
+        }
+        // Every prompt refines the ratio: long prompts count the template's overhead
+        // less, and prose varies. Implausible counts are ignored.
+        if learn {
+            match (self.ctx.session.local_tokens(prompt), sent.exchange.usage) {
+                (Some(n), _) => {
+                    self.builder.learn(prompt.len(), n);
+                }
+                (None, Some(u)) if sent.exchange.is_success() => {
+                    self.builder.learn(prompt.len(), u.prompt_tokens);
+                }
+                _ => {}
+            }
         }
         Ok(sent)
     }

@@ -133,6 +133,11 @@ pub struct RunSecretRecord {
     pub commitment: String,
     /// The secret in hex, revealed after the run; every canary derives from it.
     pub revealed: String,
+    /// The random seed (hex) the secret was derived from.
+    pub seed: String,
+    /// The buyer's challenge (hex) mixed into the secret, if one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<String>,
 }
 
 /// The transcript a report rests on.
@@ -302,15 +307,27 @@ pub enum VerifyError {
         actual: u64,
     },
     /// The transcript's first line does not commit to the report's run secret.
-    #[error("the transcript's first line is not a header committing to the report's run secret")]
+    #[error("the transcript's first line is not a header committing to the report's run secret and challenge")]
     TranscriptHeader,
     /// The revealed run secret does not match its commitment.
     #[error("the revealed run secret does not match its commitment")]
     SecretCommitment,
+    /// The revealed run secret does not derive from the recorded seed and challenge.
+    #[error("the revealed run secret does not derive from the recorded seed and challenge")]
+    SecretDerivation,
+    /// The report was not made for the challenge the verifier gave.
+    #[error("the report was made for challenge {}, not {expected}", found.as_deref().unwrap_or("none"))]
+    Challenge {
+        /// The challenge the verifier gave.
+        expected: String,
+        /// The challenge recorded, if any.
+        found: Option<String>,
+    },
 }
 
-/// Verifies an envelope with `key` and, when given, the transcript it rests on.
-/// `on_check` is told each check that held, in order, as one line.
+/// Verifies an envelope with `key` and, when given, the transcript it rests on and the
+/// challenge the run must have mixed in. `on_check` is told each check that held, in
+/// order, as one line.
 ///
 /// # Example: sign and verify
 ///
@@ -320,7 +337,8 @@ pub enum VerifyError {
 ///     TranscriptRecord, VendorRecord};
 ///
 /// let transcript = b"";
-/// let secret = tenantcheck::canary::RunSecret::generate();
+/// let seed = [7u8; 32];
+/// let secret = tenantcheck::canary::RunSecret::derive(&seed, b"buyer-nonce");
 /// let report = Report {
 ///     format_version: report::FORMAT_VERSION,
 ///     tool: ToolInfo { name: "tenantcheck".into(), version: tenantcheck::TOOL_VERSION.into() },
@@ -334,7 +352,12 @@ pub enum VerifyError {
 ///         profile: tenantcheck::vendor::VendorProfile::embedded_sim(),
 ///     },
 ///     suite: SuiteRecord { digest: "0".repeat(64), files: vec![] },
-///     run_secret: RunSecretRecord { commitment: secret.commitment(), revealed: secret.to_hex() },
+///     run_secret: RunSecretRecord {
+///         commitment: secret.commitment(),
+///         revealed: secret.to_hex(),
+///         seed: "07".repeat(32),
+///         challenge: Some(tenantcheck::hex(b"buyer-nonce")),
+///     },
 ///     transcript: TranscriptRecord {
 ///         file: report::TRANSCRIPT_FILE.into(),
 ///         summary: tenantcheck::transcript::verify_chain(transcript).unwrap(),
@@ -344,17 +367,21 @@ pub enum VerifyError {
 /// let signing_key = key::generate();
 /// let envelope = serde_json::to_vec(&report.sign(&signing_key)).unwrap();
 ///
-/// let verified = report::verify(&envelope, &signing_key.verifying_key(), None, |check| println!("ok: {check}"))
+/// let verified = report::verify(&envelope, &signing_key.verifying_key(), None, Some(b"buyer-nonce"), |check| {
+///     println!("ok: {check}")
+/// })
 ///     .expect("a report verifies with its signer's key");
 /// assert_eq!(verified.report(), &report);
 ///
 /// let stranger = key::generate().verifying_key();
-/// assert!(report::verify(&envelope, &stranger, None, |_| {}).is_err());
+/// assert!(report::verify(&envelope, &stranger, None, None, |_| {}).is_err());
+/// assert!(report::verify(&envelope, &signing_key.verifying_key(), None, Some(b"other"), |_| {}).is_err());
 /// ```
 pub fn verify(
     envelope: &[u8],
     key: &VerifyingKey,
     transcript: Option<&[u8]>,
+    challenge: Option<&[u8]>,
     mut on_check: impl FnMut(String),
 ) -> Result<VerifiedReport, VerifyError> {
     let env: Envelope = serde_json::from_slice(envelope).map_err(VerifyError::Envelope)?;
@@ -395,11 +422,35 @@ pub fn verify(
         "in-toto Statement v1, predicate {PREDICATE_TYPE} format {FORMAT_VERSION}, subject {} sha256 {subject}",
         report.transcript.file
     ));
-    let revealed = RunSecret::from_hex(&report.run_secret.revealed).ok_or(VerifyError::SecretCommitment)?;
-    if revealed.commitment() != report.run_secret.commitment {
+    let rs = &report.run_secret;
+    let revealed = RunSecret::from_hex(&rs.revealed).ok_or(VerifyError::SecretCommitment)?;
+    if revealed.commitment() != rs.commitment {
         return Err(VerifyError::SecretCommitment);
     }
-    on_check("the revealed run secret matches its commitment".to_owned());
+    let seed: Option<[u8; 32]> = unhex(&rs.seed).and_then(|b| b.try_into().ok());
+    let recorded_challenge = match &rs.challenge {
+        Some(c) => Some(unhex(c).ok_or(VerifyError::SecretDerivation)?),
+        None => None,
+    };
+    let derived = seed.map(|s| RunSecret::derive(&s, recorded_challenge.as_deref().unwrap_or_default()));
+    if derived.as_ref() != Some(&revealed) {
+        return Err(VerifyError::SecretDerivation);
+    }
+    on_check(
+        "the revealed run secret matches its commitment and derives from the recorded seed and challenge".to_owned(),
+    );
+    if let Some(expected) = challenge {
+        if recorded_challenge.as_deref() != Some(expected) {
+            return Err(VerifyError::Challenge {
+                expected: crate::hex(expected),
+                found: rs.challenge.clone(),
+            });
+        }
+        on_check(format!(
+            "the run secret mixes in the challenge {}",
+            crate::hex(expected)
+        ));
+    }
     let transcript = match transcript {
         None => None,
         Some(bytes) => {
@@ -427,4 +478,15 @@ pub fn verify(
         key_id,
         transcript,
     })
+}
+
+/// Bytes from hex, or `None` when the text is not hex.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
 }
