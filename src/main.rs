@@ -46,7 +46,7 @@ enum Command {
         transcript: Option<PathBuf>,
         /// The challenge (hex) the run must have mixed into its secret.
         #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
-        challenge: Option<Vec<u8>>,
+        challenge: Option<Challenge>,
     },
 }
 
@@ -68,7 +68,7 @@ struct RunArgs {
     /// A buyer's challenge (hex, 1 to 64 bytes), mixed into the run secret and recorded,
     /// so the report shows the run's canaries were made after it.
     #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
-    challenge: Option<Vec<u8>>,
+    challenge: Option<Challenge>,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }
@@ -146,7 +146,12 @@ fn main() -> ExitCode {
             key,
             transcript,
             challenge,
-        } => verify(&envelope, &key, transcript.as_deref(), challenge.as_deref()),
+        } => verify(
+            &envelope,
+            &key,
+            transcript.as_deref(),
+            challenge.as_ref().map(|c| c.0.as_slice()),
+        ),
     };
     ExitCode::from(code)
 }
@@ -157,7 +162,7 @@ fn run(args: RunArgs) -> u8 {
         out: args.out,
         key: args.key,
         suite: args.suite,
-        challenge: args.challenge,
+        challenge: args.challenge.map(|c| c.0),
         trials: args.trials,
     };
     match harness::run(opts, &mut std::io::stdout()) {
@@ -292,9 +297,13 @@ fn keygen(out: &Path) -> u8 {
     }
 }
 
-fn parse_challenge(text: &str) -> Result<Vec<u8>, String> {
+/// A buyer's challenge, as bytes.
+#[derive(Clone, Debug)]
+struct Challenge(Vec<u8>);
+
+fn parse_challenge(text: &str) -> Result<Challenge, String> {
     match report::unhex(text) {
-        Some(b) if !b.is_empty() && b.len() <= 64 => Ok(b),
+        Some(b) if !b.is_empty() && b.len() <= 64 => Ok(Challenge(b)),
         _ => Err("write the challenge as 2 to 128 hex digits (1 to 64 bytes)".to_owned()),
     }
 }
