@@ -1,8 +1,9 @@
 //! The 2026 incident at its own numbers: advertised context 1,048,576, prefill KV pool
-//! 681,280, `--disaggregated --fault reject-continue`. The boundary case must fail with
-//! other tenants' canaries in the over-pool answers and measure the effective context;
-//! with the fault off the same run passes. The declared facts of such a deployment fail
-//! the declared cases without a request.
+//! 681,280, `--disaggregated --fault reject-continue`. The suite must fail, the boundary
+//! case with other tenants' canaries in the over-pool answers and the effective context
+//! measured; with pools as large as the context the same run passes; with the fault
+//! off the boundary case passes, the short pool refused honestly. The declared facts of
+//! such a deployment fail the declared cases without a request.
 
 mod common;
 
@@ -33,14 +34,16 @@ fn report_of(run_dir: &std::path::Path) -> Report {
         .clone()
 }
 
-fn boundary(fault: bool) -> (Option<i32>, Report) {
+/// Runs `filter` (the whole suite when empty) against the sim with a prefill pool of
+/// `prefill` tokens, with or without the fault.
+fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report) {
     let tmp = TempDir::new("incident");
     let mut flags = vec![
         "--context",
         CONTEXT,
         "--disaggregated",
         "--prefill-pool-tokens",
-        "681280",
+        prefill,
         "--decode-pool-tokens",
         "2097152",
     ];
@@ -52,7 +55,9 @@ fn boundary(fault: bool) -> (Option<i32>, Report) {
     let run_dir = tmp.path().join("run");
     let (code, stdout, stderr) = {
         let mut cmd = common::tenantcheck();
-        cmd.args(["run", "--exact", "context.boundary", "--vendor"])
+        cmd.arg("run")
+            .args(filter)
+            .arg("--vendor")
             .arg(&profile)
             .arg("--out")
             .arg(&run_dir)
@@ -66,8 +71,11 @@ fn boundary(fault: bool) -> (Option<i32>, Report) {
 
 #[test]
 fn reject_continue_at_the_incidents_numbers_is_caught_with_the_leaked_canaries() {
-    let (code, report) = boundary(true);
+    let (code, report) = run("681280", true, &[]);
     assert_eq!(code, Some(1));
+    let verdict = |id: &str| report.cases.iter().find(|c| c.id == id).unwrap().outcome.verdict;
+    assert_eq!(verdict("isolation.canary-residue"), Verdict::Fail);
+    assert_eq!(verdict("context.recall"), Verdict::Fail);
     let case = report.cases.iter().find(|c| c.id == "context.boundary").unwrap();
     assert_eq!(case.outcome.verdict, Verdict::Fail);
     let leaks: Vec<_> = case
@@ -93,8 +101,14 @@ fn reject_continue_at_the_incidents_numbers_is_caught_with_the_leaked_canaries()
 }
 
 #[test]
+fn with_pools_as_large_as_the_context_the_whole_suite_passes() {
+    let (code, report) = run(CONTEXT, false, &[]);
+    assert_eq!(code, Some(0), "{:?}", report.cases);
+}
+
+#[test]
 fn the_same_deployment_without_the_fault_refuses_honestly_and_passes() {
-    let (code, report) = boundary(false);
+    let (code, report) = run("681280", false, &["--exact", "context.boundary"]);
     assert_eq!(code, Some(0), "{:?}", report.cases);
     let case = report.cases.iter().find(|c| c.id == "context.boundary").unwrap();
     assert_eq!(case.outcome.verdict, Verdict::Pass);
