@@ -17,7 +17,8 @@
 //!   and what a run of one case concludes;
 //! - [`session`], [`harness`]: one run's connection to the vendor, and the libtest-mimic
 //!   harness that turns cases into trials;
-//! - [`transcript`], [`report`]: the evidence;
+//! - [`transcript`], [`report`], [`schema`]: the evidence, and the JSON Schemas of every
+//!   file read or written;
 //! - [`sim`]: the reference vendor, the suite's own test bed and its embedded default;
 //! - [`exit`]: the exit codes of the `tenantcheck` binary.
 #![forbid(unsafe_code)]
@@ -33,6 +34,7 @@ pub mod probe;
 pub mod prompt;
 pub mod report;
 pub mod scan;
+pub mod schema;
 pub mod session;
 pub mod sim;
 pub mod suite;

@@ -9,6 +9,7 @@ use tenantcheck::credential::Secret;
 use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
 use tenantcheck::report::{self, key};
+use tenantcheck::schema::Schema;
 use tenantcheck::sim::{Disaggregation, Fault, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
@@ -32,6 +33,13 @@ enum Command {
         /// The folder to write signing-key.pem and signing-key.pub.pem into.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Print the JSON Schema of a report, a vendor profile, a suite case or an advisory
+    /// (the files in reports/schema/).
+    Schema {
+        /// Which.
+        #[arg(value_enum)]
+        kind: Schema,
     },
     /// Verify a signed report: signature, statement, and the transcript's digest and
     /// hash chain.
@@ -141,6 +149,10 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Sim(args) => sim(args),
         Command::Keygen { out } => keygen(&out),
+        Command::Schema { kind } => {
+            print!("{}", kind.to_file_text());
+            exit::SUCCESS
+        }
         Command::Verify {
             envelope,
             key,

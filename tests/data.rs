@@ -4,6 +4,7 @@
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
+use tenantcheck::schema::Schema;
 use tenantcheck::suite::{BUILTIN_ADVISORIES, BUILTIN_FILES, Suite};
 use tenantcheck::vendor::VendorProfile;
 
@@ -81,6 +82,28 @@ fn main() {
         }
         Ok(())
     }));
+
+    for kind in Schema::ALL {
+        trials.push(Trial::test(
+            format!("reports/schema/{}.schema.json", kind.name()),
+            move || {
+                let path = root()
+                    .join("reports/schema")
+                    .join(format!("{}.schema.json", kind.name()));
+                let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+                if on_disk != kind.to_file_text() {
+                    return Err(format!(
+                        "{} is stale; regenerate: cargo run -q -- schema {} > {}",
+                        path.display(),
+                        kind.name(),
+                        path.display()
+                    )
+                    .into());
+                }
+                Ok(())
+            },
+        ));
+    }
 
     libtest_mimic::run(&args, trials).exit();
 }

@@ -1,0 +1,139 @@
+//! [`Schema`]: the JSON Schemas (draft 2020-12) of the files tenantcheck reads and
+//! writes, generated from the Rust types that read and write them.
+//!
+//! `tenantcheck schema KIND` prints one; the generated files live in `reports/schema/`
+//! for editors and validators, and a test fails when they are stale. Loading a profile
+//! or a case goes through the very types the schemas come from (with unknown fields
+//! refused), so a file the loader accepts is one the schema accepts; the loader's
+//! errors name the file, the line and the field.
+
+use crate::probe::{context, declared, errors, isolation, stream, usage};
+use crate::suite::{Advisory, Severity, Threat};
+use schemars::{JsonSchema, generate::SchemaSettings};
+use serde_json::{Value, json};
+
+/// A kind of file with a schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Schema {
+    /// The report: the predicate of the signed statement.
+    Report,
+    /// A vendor profile (`vendors/*.toml`).
+    Vendor,
+    /// A suite case (`suite/**/*.toml`).
+    Case,
+    /// An advisory (`suite/advisories/*.toml`).
+    Advisory,
+}
+
+impl Schema {
+    /// Every kind.
+    pub const ALL: &[Schema] = &[Schema::Report, Schema::Vendor, Schema::Case, Schema::Advisory];
+
+    /// The kind's name, as on the command line and in `reports/schema/NAME.schema.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Schema::Report => "report",
+            Schema::Vendor => "vendor",
+            Schema::Case => "case",
+            Schema::Advisory => "advisory",
+        }
+    }
+
+    /// The schema.
+    pub fn generate(self) -> Value {
+        let mut schema = match self {
+            Schema::Report => of::<crate::report::Report>(),
+            Schema::Vendor => of::<crate::vendor::VendorProfile>(),
+            Schema::Advisory => of::<Advisory>(),
+            Schema::Case => case(),
+        };
+        schema["$id"] = json!(format!("urn:tenantcheck:schema:{}:v1", self.name()));
+        schema
+    }
+
+    /// The schema as the pretty JSON of `reports/schema/`, with a final newline.
+    pub fn to_file_text(self) -> String {
+        let mut text = serde_json::to_string_pretty(&self.generate()).expect("schemas serialise");
+        text.push('\n');
+        text
+    }
+}
+
+fn of<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12().for_serialize().into_generator();
+    generator.into_root_schema_for::<T>().to_value()
+}
+
+/// The header every case shares.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct CaseHeader {
+    /// `area.behaviour`: the file's path below `suite/` with `/` as `.`, without `.toml`.
+    id: String,
+    /// What the case does.
+    description: String,
+    /// The requirement, as one sentence with MUST or MUST NOT.
+    requirement: String,
+    /// The threat it covers (T1–T10).
+    threat: Threat,
+    /// How bad a failure is.
+    severity: Severity,
+    /// Where the requirement comes from.
+    #[serde(default)]
+    references: Vec<String>,
+}
+
+/// The case schema: the header, and for each probe its own `params`.
+fn case() -> Value {
+    let mut schema = of::<CaseHeader>();
+    let probes: Vec<(&str, Value)> = vec![
+        ("isolation.canary-residue", of::<isolation::CanaryResidueParams>()),
+        ("context.boundary", of::<context::BoundaryParams>()),
+        ("context.recall", of::<context::RecallParams>()),
+        ("usage.consistency", of::<usage::UsageParams>()),
+        ("errors.semantics", of::<errors::ErrorsParams>()),
+        ("stream.integrity", of::<stream::StreamParams>()),
+        ("declared.kv-pool", of::<declared::NoParams>()),
+        ("declared.advisories", of::<declared::NoParams>()),
+    ];
+    debug_assert_eq!(probes.len(), crate::probe::KINDS.len());
+    schema["properties"]["probe"] = json!({
+        "description": "The probe that runs the case.",
+        "enum": probes.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+    });
+    schema["properties"]["params"] = json!({ "description": "The probe's parameters; see oneOf.", "type": "object" });
+    schema["required"]
+        .as_array_mut()
+        .expect("a struct has required fields")
+        .push(json!("probe"));
+    schema["additionalProperties"] = json!(false);
+    schema["oneOf"] = probes
+        .into_iter()
+        .map(|(kind, mut params)| {
+            if let Some(map) = params.as_object_mut() {
+                map.remove("$schema");
+                map.remove("title");
+            }
+            json!({ "properties": { "probe": { "const": kind }, "params": params } })
+        })
+        .collect();
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schema_names_its_fields() {
+        let report = Schema::Report.generate();
+        assert!(report["properties"]["run_secret"].is_object());
+        let vendor = Schema::Vendor.generate();
+        assert_eq!(vendor["additionalProperties"], json!(false));
+        assert!(vendor["properties"]["tenants"].is_object());
+        let case = Schema::Case.generate();
+        assert_eq!(case["oneOf"].as_array().unwrap().len(), crate::probe::KINDS.len());
+        assert!(case["required"].as_array().unwrap().contains(&json!("probe")));
+        assert!(Schema::Advisory.generate()["properties"]["affected"].is_object());
+    }
+}

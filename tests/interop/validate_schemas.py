@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Validates the project's data files and a run's report against reports/schema/.
+
+Usage: validate_schemas.py [RUN_DIR]
+
+With the third-party `jsonschema` package (draft 2020-12): every vendor profile under
+vendors/, every case and advisory under suite/ (TOML read with tomllib), and, given a
+run folder, the report inside its envelope. Exits 0 when all are valid.
+"""
+import base64
+import json
+import pathlib
+import sys
+import tomllib
+
+from jsonschema import Draft202012Validator
+
+root = pathlib.Path(__file__).resolve().parents[2]
+schemas = {
+    name: Draft202012Validator(json.loads((root / "reports/schema" / f"{name}.schema.json").read_text()))
+    for name in ("report", "vendor", "case", "advisory")
+}
+for schema in schemas.values():
+    Draft202012Validator.check_schema(schema.schema)
+
+checked = 0
+def check(kind, path, value):
+    global checked
+    errors = sorted(schemas[kind].iter_errors(value), key=lambda e: list(e.path))
+    if errors:
+        for e in errors:
+            print(f"{path}: {'/'.join(map(str, e.path)) or '(top)'}: {e.message}")
+        sys.exit(1)
+    checked += 1
+
+for path in sorted((root / "vendors").glob("*.toml")):
+    check("vendor", path, tomllib.loads(path.read_text()))
+for path in sorted((root / "suite").rglob("*.toml")):
+    kind = "advisory" if "advisories" in path.parts else "case"
+    check(kind, path, tomllib.loads(path.read_text()))
+if len(sys.argv) > 1:
+    envelope = json.loads((pathlib.Path(sys.argv[1]) / "report.dsse.json").read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    check("report", "report.dsse.json", statement["predicate"])
+print(f"jsonschema: {checked} files valid against reports/schema/")
