@@ -339,6 +339,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             file: TRANSCRIPT_FILE.into(),
             summary: transcript.summary(),
         },
+        canaries: session.issued(),
         cases,
     };
     report.tally();

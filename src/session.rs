@@ -6,7 +6,8 @@
 //! cases running at once.
 
 use crate::adapter::{ChatRequest, Exchange, InvalidRequest, Provider};
-use crate::canary::RunSecret;
+use crate::canary::{Canary, RunSecret};
+use crate::scan::{Hit, Scanner};
 use crate::transcript::Transcript;
 use crate::vendor::{TenantKey, VendorProfile};
 use std::sync::Arc;
@@ -20,6 +21,14 @@ pub struct Session {
     transcript: Arc<Transcript>,
     secret: RunSecret,
     in_flight: Semaphore,
+    canaries: std::sync::Mutex<Registry>,
+}
+
+/// Every canary issued in the run, and a scanner over them (rebuilt when stale).
+#[derive(Default)]
+struct Registry {
+    issued: Vec<Canary>,
+    scanner: Option<Scanner>,
 }
 
 /// An exchange as recorded: its transcript sequence number and the exchange.
@@ -60,6 +69,7 @@ impl Session {
             transcript,
             secret,
             in_flight: Semaphore::new(permits),
+            canaries: Default::default(),
         }
     }
 
@@ -71,6 +81,42 @@ impl Session {
     /// The run secret, from which probes derive canaries.
     pub fn secret(&self) -> &RunSecret {
         &self.secret
+    }
+
+    /// Issues canary number `index` of `owner` in `case`: derives it from the run
+    /// secret and registers it, so that every response of the run is scanned for it.
+    pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
+        let c = self.secret.canary(owner, case, index);
+        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        reg.issued.push(c.clone());
+        reg.scanner = None;
+        c
+    }
+
+    /// Canaries of the run not owned by `recipient` found in `text`.
+    pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
+        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        if reg.scanner.is_none() {
+            reg.scanner = Some(Scanner::new(reg.issued.clone()));
+        }
+        reg.scanner.as_ref().expect("just built").scan(text, recipient)
+    }
+
+    /// How many canaries each (owner, case) was issued: indices 0 to count - 1.
+    pub fn issued(&self) -> Vec<crate::report::IssuedCanaries> {
+        let reg = self.canaries.lock().expect("canary registry poisoned");
+        let mut counts: std::collections::BTreeMap<(String, String), u32> = Default::default();
+        for c in &reg.issued {
+            let (case, index) = c.id[c.owner.len() + 1..]
+                .rsplit_once('/')
+                .expect("ids are owner/case/index");
+            let n = counts.entry((c.owner.clone(), case.to_owned())).or_default();
+            *n = (*n).max(index.parse::<u32>().expect("a numeric index") + 1);
+        }
+        counts
+            .into_iter()
+            .map(|((owner, case), count)| crate::report::IssuedCanaries { owner, case, count })
+            .collect()
     }
 
     /// Tokens in `text` by the profile's local tokenizer, when it names one.

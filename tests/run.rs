@@ -463,3 +463,76 @@ fn a_buyers_challenge_is_mixed_into_the_secret_and_checked_by_verify() {
     let (code, _, stderr) = verify("xyz");
     assert_eq!(code, Some(2), "bad hex is a usage error: {stderr}");
 }
+
+/// A report signed by a tool that lies about its transcript: the verdicts are re-judged
+/// from the transcript and the revealed secret, so the lie shows.
+fn resigned(run_dir: &Path, change: impl FnOnce(&mut Report)) -> Result<(), String> {
+    let mut report = verified(run_dir);
+    change(&mut report);
+    let key = key::read_private(&run_dir.join(key::PRIVATE_KEY_FILE)).unwrap();
+    let envelope = serde_json::to_vec(&report.sign(&key)).unwrap();
+    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    report::verify(&envelope, &key.verifying_key(), Some(&transcript), None, |_| {})
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
+    use tenantcheck::outcome::{Finding, LeakEvidence};
+    let tmp = TempDir::new("recheck");
+    // A leaky vendor, and a report that hides the leak.
+    let sim = Sim::start("rk-a", "rk-b", &["--fault", "stale-pages"]);
+    let profile = sim.profile(tmp.path());
+    let leaky = tmp.path().join("leaky");
+    let (code, _, _) = run_vendor(&profile, &leaky, "rk-a", "rk-b");
+    assert_eq!(code, Some(1));
+    assert_eq!(resigned(&leaky, |_| {}), Ok(()), "re-signed unchanged, it verifies");
+    let err = resigned(&leaky, |r| {
+        for c in &mut r.cases {
+            c.outcome.findings.retain(|f| f.code != FindingCode::CrossTenantCanary);
+        }
+    })
+    .unwrap_err();
+    assert!(
+        err.contains("re-check of") && err.contains("and the report no leak"),
+        "{err}"
+    );
+
+    // A healthy vendor, and a report that invents a leak or a failed refusal.
+    let healthy = tmp.path().join("healthy");
+    let (code, _, _) = output(tenantcheck().args(["run", "--out"]).arg(&healthy));
+    assert_eq!(code, Some(0));
+    let err = resigned(&healthy, |r| {
+        let case = r.cases.iter_mut().find(|c| c.id == "isolation.canary-residue").unwrap();
+        case.outcome.findings.push(Finding {
+            code: FindingCode::CrossTenantCanary,
+            message: "invented".into(),
+            leak: Some(LeakEvidence {
+                canary_id: "b/isolation.canary-residue/0".into(),
+                owner: "b".into(),
+                recipient: "a".into(),
+                fragment: Fragment::Record,
+                matched: String::new(),
+                excerpt: String::new(),
+                seeded_in: None,
+                returned_in: 5,
+            }),
+        });
+    })
+    .unwrap_err();
+    assert!(err.contains("names a leak that no response"), "{err}");
+    let err = resigned(&healthy, |r| {
+        let case = r.cases.iter_mut().find(|c| c.id == "errors.semantics").unwrap();
+        case.outcome.findings.push(Finding {
+            code: FindingCode::FailureAsSuccess,
+            message: "invented".into(),
+            leak: None,
+        });
+    })
+    .unwrap_err();
+    assert!(
+        err.contains("0 answers in the transcript are improper refusals, the report says 1"),
+        "{err}"
+    );
+}

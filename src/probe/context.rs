@@ -23,10 +23,9 @@
 //! recalls them all is a fail (silent truncation). A refused length is not exercised.
 
 use super::{Context, Sizer, conclude, describe, refused};
-use crate::canary::{Canary, Needle};
+use crate::canary::Needle;
 use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome};
 use crate::prompt::Placed;
-use crate::scan::Scanner;
 use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -168,8 +167,6 @@ struct Boundary<'a> {
     sizer: Sizer<'a>,
     prober: String,
     seeder: String,
-    seeds: Vec<Canary>,
-    scanner: Scanner,
     findings: Vec<Finding>,
     /// Prompt tokens sent when the first finding was made.
     spent_at_first_finding: Option<u64>,
@@ -190,8 +187,6 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         sizer,
         prober,
         seeder,
-        seeds: Vec::new(),
-        scanner: Scanner::new(Vec::new()),
         findings: Vec::new(),
         spent_at_first_finding: None,
         needles: 0,
@@ -389,25 +384,19 @@ impl Boundary<'_> {
         let mut text = String::from("Please file these customer records and read back the first one.\n");
         let chars = self.sizer.builder().chars_for(target);
         while text.len() < chars {
-            let c = self
-                .ctx
-                .session
-                .secret()
-                .canary(&self.seeder, self.ctx.case_id, self.records);
+            let c = self.ctx.session.canary(&self.seeder, self.ctx.case_id, self.records);
             self.records += 1;
             text.push_str(&c.record());
             text.push('\n');
-            self.seeds.push(c);
         }
-        self.scanner = Scanner::new(self.seeds.clone());
         let seeder = self.seeder.clone();
         self.sizer.send_other(&seeder, text, 16, false).await?;
         Ok(())
     }
 
-    /// Scans a prober's answer for the seeder's canaries; returns whether one was found.
+    /// Scans a prober's answer for other tenants' canaries; returns whether one was found.
     fn scan(&mut self, sent: &Sent) -> bool {
-        let hits = self.scanner.scan(&sent.exchange.returned_text(), &self.prober);
+        let hits = self.ctx.session.scan(&sent.exchange.returned_text(), &self.prober);
         let found = !hits.is_empty();
         let count = hits.len();
         if let Some(hit) = hits.into_iter().next() {

@@ -40,39 +40,14 @@ pub async fn semantics(_p: &ErrorsParams, ctx: Context<'_>) -> Result<Outcome, S
             coverage.requests += 1;
             let ex = &sent.exchange;
             let mode = if stream { "streaming" } else { "non-streaming" };
-            let status = ex.status.unwrap_or(0);
-            let finding = |code, what: String| Finding {
-                code,
-                message: format!("{} ({mode}, transcript #{}): {what}", kind.name(), sent.seq),
-                leak: None,
-            };
             if ex.status.is_none() {
                 unanswered.push(format!("{} ({mode}): {}", kind.name(), describe(ex)));
-            } else if (200..300).contains(&status) && ex.api_error.is_none() {
-                findings.push(finding(
-                    FindingCode::FailureAsSuccess,
-                    format!(
-                        "answered HTTP {status} with {} characters of content and no error",
-                        ex.content.len()
-                    ),
-                ));
-            } else if (200..300).contains(&status) && !ex.content.is_empty() {
-                findings.push(finding(
-                    FindingCode::FailureAsSuccess,
-                    "answered with content beside an error frame".into(),
-                ));
-            } else if !(200..300).contains(&status) && (!(400..500).contains(&status) || ex.api_error.is_none()) {
-                findings.push(finding(
-                    FindingCode::FailureAsSuccess,
-                    format!(
-                        "refused with HTTP {status} {}",
-                        if ex.api_error.is_some() {
-                            "(not a client error)"
-                        } else {
-                            "without an error body"
-                        }
-                    ),
-                ));
+            } else if let Some(problem) = improper_refusal(ex) {
+                findings.push(Finding {
+                    code: FindingCode::FailureAsSuccess,
+                    message: format!("{} ({mode}, transcript #{}): {problem}", kind.name(), sent.seq),
+                    leak: None,
+                });
             }
         }
     }
@@ -87,4 +62,26 @@ pub async fn semantics(_p: &ErrorsParams, ctx: Context<'_>) -> Result<Outcome, S
         Err(format!("no answer to: {}", unanswered.join("; ")))
     };
     Ok(conclude(findings, reached, coverage))
+}
+
+/// What is wrong with the answer to a request that had to be refused, if anything: a
+/// 2xx without an error, content beside an error frame, or a refusal that is not a 4xx
+/// with an error body. `verify` re-judges the transcript with the same function.
+pub fn improper_refusal(ex: &crate::adapter::Exchange) -> Option<String> {
+    let status = ex.status?;
+    let success = (200..300).contains(&status);
+    if success && ex.api_error.is_none() {
+        Some(format!(
+            "answered HTTP {status} with {} characters of content and no error",
+            ex.content.len()
+        ))
+    } else if success && !ex.content.is_empty() {
+        Some("answered with content beside an error frame".into())
+    } else if !success && !(400..500).contains(&status) {
+        Some(format!("refused with HTTP {status}, not a client error"))
+    } else if !success && ex.api_error.is_none() {
+        Some(format!("refused with HTTP {status} without an error body"))
+    } else {
+        None
+    }
 }

@@ -11,7 +11,8 @@
 //!    streaming on every other rung, so a mis-admitted request finds the seeder's
 //!    residue to read.
 //!
-//! Every response, the seeder's included, is scanned for canaries of any other tenant.
+//! Every response, the seeder's included, is scanned for canaries of any other tenant,
+//! issued by any case of the run.
 //! Lengths are set for a tokenizer the suite does not know: one short calibration
 //! request gives the vendor's characters per token (from its `usage.prompt_tokens`),
 //! each processed prompt refines it, and a rung the vendor refuses as over its context is retried 10% shorter, up to
@@ -26,7 +27,6 @@ use crate::adapter::{ChatRequest, Exchange, Message};
 use crate::canary::Canary;
 use crate::outcome::{Coverage, Finding, FindingCode, LeakEvidence, Outcome, Verdict};
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN, Placed, PromptBuilder};
-use crate::scan::Scanner;
 use crate::session::{Sent, Session, SessionError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,9 +107,6 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         p,
         case,
         session,
-        canaries: Vec::new(),
-        scanner: Scanner::new(Vec::new()),
-        scanner_stale: false,
         seeded_in: HashMap::new(),
         next_index: BTreeMap::new(),
         coverage: Coverage::default(),
@@ -137,9 +134,6 @@ struct Run<'a> {
     p: &'a CanaryResidueParams,
     case: &'a str,
     session: &'a Session,
-    canaries: Vec<Canary>,
-    scanner: Scanner,
-    scanner_stale: bool,
     seeded_in: HashMap<String, u64>,
     next_index: BTreeMap<String, u32>,
     coverage: Coverage,
@@ -269,10 +263,10 @@ impl Run<'_> {
     /// reading it as residue repeats first) and holds [`PLACED_RECORDS`] more at depths
     /// in prose filler.
     fn prompt(&mut self, tenant: &str, size: PromptSize) -> (String, Vec<Canary>) {
-        let secret = self.session.secret();
+        let session = self.session;
         let next = self.next_index.entry(tenant.to_owned()).or_insert(0);
         let mut issue = || {
-            let c = secret.canary(tenant, self.case, *next);
+            let c = session.canary(tenant, self.case, *next);
             *next += 1;
             c
         };
@@ -312,12 +306,10 @@ impl Run<'_> {
                     })
                     .collect();
                 self.prompts += 1;
-                let seed = secret.seed(tenant, self.case, self.prompts);
+                let seed = session.secret().seed(tenant, self.case, self.prompts);
                 self.builder.build(t, seed, &head, &placed, "")
             }
         };
-        self.canaries.extend(canaries.iter().cloned());
-        self.scanner_stale = true;
         (prompt, canaries)
     }
 
@@ -346,14 +338,10 @@ impl Run<'_> {
         for c in canaries {
             self.seeded_in.insert(c.id.clone(), sent.seq);
         }
-        if self.scanner_stale {
-            self.scanner = Scanner::new(self.canaries.clone());
-            self.scanner_stale = false;
-        }
         if ex.status.is_some() {
             self.responses += 1;
         }
-        for hit in self.scanner.scan(&ex.returned_text(), tenant) {
+        for hit in self.session.scan(&ex.returned_text(), tenant) {
             if self.leaked.insert((hit.canary.id.clone(), tenant.to_owned())) {
                 self.leaks.push(LeakEvidence {
                     seeded_in: self.seeded_in.get(&hit.canary.id).copied(),

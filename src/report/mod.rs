@@ -11,6 +11,7 @@
 
 pub mod dsse;
 pub mod key;
+mod recheck;
 
 use crate::canary::RunSecret;
 use crate::outcome::{Outcome, Verdict};
@@ -67,8 +68,22 @@ pub struct Report {
     pub run_secret: RunSecretRecord,
     /// The transcript this report rests on.
     pub transcript: TranscriptRecord,
+    /// The canaries issued, so that a verifier can re-derive them from the revealed
+    /// secret and re-scan the transcript.
+    pub canaries: Vec<IssuedCanaries>,
     /// One entry per case of the suite, in id order.
     pub cases: Vec<CaseReport>,
+}
+
+/// Canaries issued to one tenant in one case: indices 0 to `count` - 1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct IssuedCanaries {
+    /// The tenant.
+    pub owner: String,
+    /// The case.
+    pub case: String,
+    /// How many.
+    pub count: u32,
 }
 
 /// The tool that wrote a report.
@@ -309,6 +324,14 @@ pub enum VerifyError {
     /// The transcript's first line does not commit to the report's run secret.
     #[error("the transcript's first line is not a header committing to the report's run secret and challenge")]
     TranscriptHeader,
+    /// Re-judging a case from the transcript disagrees with its signed verdict.
+    #[error("re-check of {case} disagrees with the signed report: {problem}")]
+    Recheck {
+        /// The case (or `preflight`).
+        case: String,
+        /// How.
+        problem: String,
+    },
     /// The revealed run secret does not match its commitment.
     #[error("the revealed run secret does not match its commitment")]
     SecretCommitment,
@@ -362,6 +385,7 @@ pub enum VerifyError {
 ///         file: report::TRANSCRIPT_FILE.into(),
 ///         summary: tenantcheck::transcript::verify_chain(transcript).unwrap(),
 ///     },
+///     canaries: vec![],
 ///     cases: vec![],
 /// };
 /// let signing_key = key::generate();
@@ -470,6 +494,24 @@ pub fn verify(
                 });
             }
             on_check(format!("transcript hash chain intact over {} lines", summary.lines));
+            let header: serde_json::Value = bytes
+                .split(|&b| b == b'\n')
+                .next()
+                .and_then(|line| serde_json::from_slice(line).ok())
+                .unwrap_or_default();
+            let header_challenge = header["challenge"].as_str().map(str::to_owned);
+            if header["kind"] != "header"
+                || header["secret_commitment"] != report.run_secret.commitment.as_str()
+                || header_challenge != report.run_secret.challenge
+            {
+                return Err(VerifyError::TranscriptHeader);
+            }
+            on_check("the transcript's first line commits to the same run secret and challenge".to_owned());
+            let r = recheck::recheck(&report, bytes, &revealed)?;
+            on_check(format!(
+                "re-derived {} canaries from the revealed secret and re-scanned {} responses: {} leak findings confirmed, none missed; {} improper refusals re-judged as signed",
+                r.canaries, r.responses, r.leaks, r.refusals
+            ));
             Some(summary)
         }
     };

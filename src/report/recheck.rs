@@ -1,0 +1,131 @@
+//! Re-judging a report from its transcript and the revealed run secret alone.
+//!
+//! What the transcript determines without trusting the tool that wrote the report:
+//!
+//! - **leaks**: every canary the report says was issued is re-derived from the revealed
+//!   secret, and every response in the transcript is re-scanned for canaries of another
+//!   tenant. A case whose responses hold one must carry a `CrossTenantCanary` finding,
+//!   a case without must carry none, and each reported leak must be in the response it
+//!   names; a leak in a response outside any case (the credential check) is an error too;
+//! - **refusals**: each answer of `errors.semantics` is re-judged with the probe's own
+//!   rule, and the number of improper ones must equal its `FailureAsSuccess` findings.
+
+use super::{Report, VerifyError};
+use crate::adapter::Exchange;
+use crate::canary::RunSecret;
+use crate::outcome::FindingCode;
+use crate::scan::Scanner;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the re-check covered.
+pub(super) struct Rechecked {
+    pub canaries: usize,
+    pub responses: usize,
+    pub leaks: usize,
+    pub refusals: usize,
+}
+
+pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) -> Result<Rechecked, VerifyError> {
+    let canaries: Vec<_> = report
+        .canaries
+        .iter()
+        .flat_map(|i| (0..i.count).map(move |n| secret.canary(&i.owner, &i.case, n)))
+        .collect();
+    let scanner = Scanner::new(canaries);
+    let mut leaks: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
+    let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
+    let mut responses = 0;
+    for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad("transcript", e.to_string()))?;
+        if v["kind"] != "exchange" {
+            continue;
+        }
+        let seq = v["seq"].as_u64().unwrap_or_default();
+        let case = v["case"].as_str().unwrap_or_default().to_owned();
+        let tenant = v["tenant"].as_str().unwrap_or_default();
+        let ex: Exchange = serde_json::from_value(v["exchange"].clone()).map_err(|e| bad(&case, e.to_string()))?;
+        responses += 1;
+        for hit in scanner.scan(&ex.returned_text(), tenant) {
+            leaks.entry(case.clone()).or_default().insert((seq, hit.canary.id));
+        }
+        if case == "errors.semantics" && crate::probe::errors::improper_refusal(&ex).is_some() {
+            *refusals.entry(case).or_default() += 1;
+        }
+    }
+    let mut confirmed = 0;
+    for (case, found) in &leaks {
+        if !report.cases.iter().any(|c| &c.id == case) {
+            let (seq, id) = found.iter().next().expect("non-empty");
+            return Err(bad(
+                case,
+                format!("the transcript shows canary {id} of another tenant in #{seq}, outside any case"),
+            ));
+        }
+    }
+    for c in &report.cases {
+        let found = leaks.get(&c.id);
+        let reported: Vec<_> = c
+            .outcome
+            .findings
+            .iter()
+            .filter(|f| f.code == FindingCode::CrossTenantCanary)
+            .filter_map(|f| f.leak.as_ref())
+            .collect();
+        match (found, reported.is_empty()) {
+            (Some(found), true) => {
+                let (seq, id) = found.iter().next().expect("non-empty");
+                return Err(bad(
+                    &c.id,
+                    format!("the transcript shows canary {id} of another tenant in #{seq}, and the report no leak"),
+                ));
+            }
+            (None, false) => {
+                return Err(bad(
+                    &c.id,
+                    "the report names a leak that no response in the transcript holds".into(),
+                ));
+            }
+            _ => {}
+        }
+        for leak in reported {
+            if !found.is_some_and(|f| f.contains(&(leak.returned_in, leak.canary_id.clone()))) {
+                return Err(bad(
+                    &c.id,
+                    format!(
+                        "the report says #{} holds canary {}, and it does not",
+                        leak.returned_in, leak.canary_id
+                    ),
+                ));
+            }
+            confirmed += 1;
+        }
+        if c.id == "errors.semantics" {
+            let signed = c
+                .outcome
+                .findings
+                .iter()
+                .filter(|f| f.code == FindingCode::FailureAsSuccess)
+                .count();
+            let judged = refusals.get(&c.id).copied().unwrap_or(0);
+            if signed != judged {
+                return Err(bad(
+                    &c.id,
+                    format!("{judged} answers in the transcript are improper refusals, the report says {signed}"),
+                ));
+            }
+        }
+    }
+    Ok(Rechecked {
+        canaries: scanner.len(),
+        responses,
+        leaks: confirmed,
+        refusals: refusals.values().sum(),
+    })
+}
+
+fn bad(case: &str, problem: String) -> VerifyError {
+    VerifyError::Recheck {
+        case: case.to_owned(),
+        problem,
+    }
+}
