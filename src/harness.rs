@@ -193,7 +193,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     };
     let public_path = run_dir.join(key::PUBLIC_KEY_FILE);
     if !fresh_key {
-        write_file(&public_path, key::public_pem(&signing_key.verifying_key()).as_bytes())?;
+        key::write_public(&run_dir, &signing_key.verifying_key())?;
     }
 
     let seed: [u8; 32] = crate::random_bytes();

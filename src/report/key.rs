@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 pub const PRIVATE_KEY_FILE: &str = "signing-key.pem";
 /// File name of the public key beside it.
 pub const PUBLIC_KEY_FILE: &str = "signing-key.pub.pem";
+/// File name of the public key in securesystemslib's JSON key form.
+pub const PUBLIC_KEY_JSON_FILE: &str = "signing-key.pub.json";
 
 /// A key that could not be made, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,36 @@ pub fn key_id(key: &VerifyingKey) -> String {
     crate::sha256_hex(canonical.as_bytes())
 }
 
+/// The public key in securesystemslib's JSON key form, with its key id:
+/// `{"keyid": …, "keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": HEX}}`
+/// (load it with `SSlibKey.from_dict(d.pop("keyid"), d)`).
+pub fn public_json(key: &VerifyingKey) -> String {
+    let v = serde_json::json!({
+        "keyid": key_id(key),
+        "keytype": "ed25519",
+        "scheme": "ed25519",
+        "keyval": { "public": crate::hex(key.as_bytes()) },
+    });
+    let mut text = serde_json::to_string_pretty(&v).expect("a key serialises");
+    text.push('\n');
+    text
+}
+
+/// Writes the public key, as SPKI PEM and in securesystemslib's JSON form, into `dir`.
+pub fn write_public(dir: &Path, key: &VerifyingKey) -> Result<PathBuf, KeyError> {
+    let pem = dir.join(PUBLIC_KEY_FILE);
+    for (path, text) in [
+        (&pem, public_pem(key)),
+        (&dir.join(PUBLIC_KEY_JSON_FILE), public_json(key)),
+    ] {
+        std::fs::write(path, text).map_err(|source| KeyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(pem)
+}
+
 /// The private key as PKCS#8 v1 PEM.
 pub fn private_pem(key: &SigningKey) -> String {
     let bytes = KeypairBytes {
@@ -89,17 +121,14 @@ pub fn write_new_pair(dir: &Path) -> Result<(SigningKey, PathBuf, PathBuf), KeyE
     })?;
     let private = dir.join(PRIVATE_KEY_FILE);
     let public = dir.join(PUBLIC_KEY_FILE);
-    for path in [&private, &public] {
+    for path in [&private, &public, &dir.join(PUBLIC_KEY_JSON_FILE)] {
         if path.exists() {
             return Err(KeyError::Exists { path: path.clone() });
         }
     }
     let key = generate();
     write_private(&private, &private_pem(&key))?;
-    std::fs::write(&public, public_pem(&key.verifying_key())).map_err(|source| KeyError::Io {
-        path: public.clone(),
-        source,
-    })?;
+    write_public(dir, &key.verifying_key())?;
     Ok((key, private, public))
 }
 
