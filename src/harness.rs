@@ -20,8 +20,8 @@ use crate::exit;
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
 use crate::report::key::{self, KeyError};
 use crate::report::{
-    CaseReport, ENVELOPE_FILE, Report, RunSecretRecord, SuiteFile, SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals,
-    TranscriptRecord, VendorRecord,
+    CaseReport, ENVELOPE_FILE, HTML_FILE, JUNIT_FILE, MARKDOWN_FILE, Report, RunSecretRecord, SuiteFile, SuiteRecord,
+    TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
 };
 use crate::session::Session;
 use crate::sim::{SimConfig, SimServer};
@@ -348,6 +348,22 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let envelope_path = run_dir.join(ENVELOPE_FILE);
     let json = serde_json::to_vec_pretty(&envelope).expect("envelopes serialise");
     write_file(&envelope_path, &json)?;
+    let key_id = key::key_id(&signing_key.verifying_key());
+    let transcript_bytes = std::fs::read(&transcript_path).map_err(|source| HarnessError::Write {
+        path: transcript_path.clone(),
+        source,
+    })?;
+    let rendered = [
+        (
+            HTML_FILE,
+            crate::render::html(&report, &key_id, Some(&transcript_bytes)),
+        ),
+        (MARKDOWN_FILE, crate::render::markdown(&report, &key_id)),
+        (JUNIT_FILE, crate::render::junit(&report)),
+    ];
+    for (name, text) in rendered {
+        write_file(&run_dir.join(name), text.as_bytes())?;
+    }
     if let Some(sim) = sim {
         let _ = runtime.block_on(sim.shutdown());
     }
@@ -407,6 +423,7 @@ fn tool_bug(panic: &Box<dyn std::any::Any + Send>) -> Outcome {
             message,
             leak: None,
         }],
+        sweep: Vec::new(),
     }
 }
 
@@ -474,6 +491,13 @@ fn print_summary(
     }
     writeln!(out)?;
     writeln!(out, "report:     {}", envelope.display())?;
+    writeln!(
+        out,
+        "rendered:   {} {} {}",
+        run_dir.join(HTML_FILE).display(),
+        run_dir.join(MARKDOWN_FILE).display(),
+        run_dir.join(JUNIT_FILE).display()
+    )?;
     writeln!(
         out,
         "transcript: {} ({} lines, sha256 {})",

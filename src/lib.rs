@@ -32,6 +32,7 @@ pub mod harness;
 pub mod outcome;
 pub mod probe;
 pub mod prompt;
+pub mod render;
 pub mod report;
 pub mod scan;
 pub mod schema;

@@ -34,6 +34,26 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Verify a signed report, then render it as HTML, Markdown and/or JUnit XML.
+    Render {
+        /// The report envelope (report.dsse.json).
+        envelope: PathBuf,
+        /// The signer's public key; default: signing-key.pub.pem beside the envelope.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// The transcript; default: transcript.jsonl beside the envelope.
+        #[arg(long)]
+        transcript: Option<PathBuf>,
+        /// Write a self-contained HTML page here.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Write a Markdown summary here.
+        #[arg(long, value_name = "FILE")]
+        md: Option<PathBuf>,
+        /// Write JUnit XML here.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
     /// Print the JSON Schema of a report, a vendor profile, a suite case or an advisory
     /// (the files in reports/schema/).
     Schema {
@@ -149,6 +169,14 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Sim(args) => sim(args),
         Command::Keygen { out } => keygen(&out),
+        Command::Render {
+            envelope,
+            key,
+            transcript,
+            html,
+            md,
+            junit,
+        } => render(&envelope, key.as_deref(), transcript.as_deref(), [html, md, junit]),
         Command::Schema { kind } => {
             print!("{}", kind.to_file_text());
             exit::SUCCESS
@@ -199,7 +227,17 @@ fn sim(args: SimArgs) -> u8 {
             return exit::SETUP_ERROR;
         };
         match std::env::var(env) {
-            Ok(v) if !v.is_empty() => tenants.push((label.to_owned(), Secret::new(v))),
+            Ok(v) if v.chars().count() >= tenantcheck::vendor::MIN_CREDENTIAL_CHARS => {
+                tenants.push((label.to_owned(), Secret::new(v)))
+            }
+            Ok(v) if !v.is_empty() => {
+                eprintln!(
+                    "error: tenant {label}: the key in {env} has {} characters; use at least {}",
+                    v.chars().count(),
+                    tenantcheck::vendor::MIN_CREDENTIAL_CHARS
+                );
+                return exit::SETUP_ERROR;
+            }
             _ => {
                 eprintln!(
                     "error: tenant {label}: environment variable {env} is not set; fix: export {env} with the key this tenant should use"
@@ -318,6 +356,60 @@ fn parse_challenge(text: &str) -> Result<Challenge, String> {
         Some(b) if !b.is_empty() && b.len() <= 64 => Ok(Challenge(b)),
         _ => Err("write the challenge as 2 to 128 hex digits (1 to 64 bytes)".to_owned()),
     }
+}
+
+fn render(envelope: &Path, key: Option<&Path>, transcript: Option<&Path>, outputs: [Option<PathBuf>; 3]) -> u8 {
+    if outputs.iter().all(Option::is_none) {
+        eprintln!("error: name at least one of --html FILE, --md FILE, --junit FILE");
+        return exit::SETUP_ERROR;
+    }
+    let beside = |name: &str| envelope.parent().unwrap_or(Path::new(".")).join(name);
+    let key = key.map_or_else(|| beside(key::PUBLIC_KEY_FILE), Path::to_owned);
+    let transcript = transcript
+        .map(Path::to_owned)
+        .or_else(|| Some(beside(report::TRANSCRIPT_FILE)).filter(|p| p.exists()));
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let inputs = read(envelope).and_then(|env| {
+        let t = transcript.as_deref().map(read).transpose()?;
+        let k = key::read_public(&key).map_err(|e| e.to_string())?;
+        Ok((env, t, k))
+    });
+    let (bytes, transcript, public) = match inputs {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::SETUP_ERROR;
+        }
+    };
+    let verified = match report::verify(&bytes, &public, transcript.as_deref(), None, |_| {}) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!(
+                "error: {} does not verify, so it is not rendered: {e}",
+                envelope.display()
+            );
+            return exit::FAILED;
+        }
+    };
+    let [html, md, junit] = outputs;
+    let r = verified.report();
+    let texts = [
+        (
+            html,
+            tenantcheck::render::html(r, verified.key_id(), transcript.as_deref()),
+        ),
+        (md, tenantcheck::render::markdown(r, verified.key_id())),
+        (junit, tenantcheck::render::junit(r)),
+    ];
+    for (path, text) in texts {
+        let Some(path) = path else { continue };
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("error: {}: {e}", path.display());
+            return exit::SETUP_ERROR;
+        }
+        println!("wrote {}", path.display());
+    }
+    exit::SUCCESS
 }
 
 fn verify(envelope: &Path, key_path: &Path, transcript: Option<&Path>, challenge: Option<&[u8]>) -> u8 {

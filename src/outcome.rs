@@ -43,6 +43,34 @@ pub struct Outcome {
     /// What went wrong, each pointing at transcript entries.
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// For length searches: each prompt length tried and how the vendor handled it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<SweepPoint>,
+}
+
+/// One prompt length a probe tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SweepPoint {
+    /// Tokens sent.
+    pub tokens: u64,
+    /// How the vendor handled it.
+    pub result: SweepResult,
+    /// The exchange's transcript sequence number.
+    pub seq: u64,
+}
+
+/// How a vendor handled one prompt length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepResult {
+    /// 200, and the prompt was processed correctly.
+    Processed,
+    /// Refused with a client error.
+    Refused,
+    /// 200, but not processed correctly (a fact lost, another tenant's data).
+    Wrong,
+    /// A server error or no answer.
+    Unknown,
 }
 
 impl Outcome {
@@ -53,6 +81,7 @@ impl Outcome {
             summary: reason.into(),
             coverage: Coverage::default(),
             findings: Vec::new(),
+            sweep: Vec::new(),
         }
     }
 }

@@ -51,6 +51,60 @@ pub struct VendorProfile {
     /// what the suite measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<Declared>,
+    /// The vendor's answers to the questions buyers ask after cross-tenant incidents;
+    /// reported as declared, with the unanswered ones listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questionnaire: Option<Questionnaire>,
+}
+
+/// A vendor's answers to the questions buyers ask after cross-tenant incidents.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Questionnaire {
+    /// How are prompt caches and KV pages isolated between customers?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_isolation: Option<String>,
+    /// Are KV pages cleared, or integrity-tagged, before another request reuses them?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_clearing: Option<String>,
+    /// How is each node's KV pool checked against the advertised context after a change?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_checks: Option<String>,
+    /// Which engine versions run, and when were they last patched?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_patching: Option<String>,
+    /// Who is told of a breach, within what time, with which details (customers
+    /// affected, kinds of data)?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breach_notification: Option<String>,
+}
+
+impl Questionnaire {
+    /// Each question with its answer, if given.
+    pub fn answers(&self) -> [(&'static str, Option<&str>); 5] {
+        [
+            (
+                "How are prompt caches and KV pages isolated between customers?",
+                self.cache_isolation.as_deref(),
+            ),
+            (
+                "Are KV pages cleared, or integrity-tagged, before another request reuses them?",
+                self.page_clearing.as_deref(),
+            ),
+            (
+                "How is each node's KV pool checked against the advertised context after a change?",
+                self.pool_checks.as_deref(),
+            ),
+            (
+                "Which engine versions run, and when were they last patched?",
+                self.engine_patching.as_deref(),
+            ),
+            (
+                "Who is told of a breach, within what time, with which details (customers affected, kinds of data)?",
+                self.breach_notification.as_deref(),
+            ),
+        ]
+    }
 }
 
 /// A tokenizer built into tenantcheck.
@@ -139,6 +193,10 @@ fn default_concurrency() -> u32 {
     4
 }
 
+/// The shortest credential accepted. Every artifact is redacted of every credential, so
+/// a two-letter "key" would be cut out of ordinary words in the evidence.
+pub const MIN_CREDENTIAL_CHARS: usize = 8;
+
 /// A tenant with its credential read from the environment.
 #[derive(Clone, Debug)]
 pub struct TenantKey {
@@ -186,6 +244,18 @@ pub enum ProfileErrorKind {
         tenant: String,
         /// The variable.
         env: String,
+    },
+    /// A tenant's credential is too short to be a real key.
+    #[error(
+        "tenant `{tenant}`: the credential in {env} has {len} characters; fix: set {env} to the tenant's real API key (at least {MIN_CREDENTIAL_CHARS} characters: a shorter secret would be redacted out of ordinary words in the evidence)"
+    )]
+    ShortCredential {
+        /// The tenant's label.
+        tenant: String,
+        /// The variable.
+        env: String,
+        /// Its length.
+        len: usize,
     },
     /// The vendor refused a tenant's credential.
     #[error(
@@ -351,6 +421,14 @@ impl VendorProfile {
         self.tenants
             .iter()
             .map(|t| match lookup(&t.credential_env) {
+                Some(v) if !v.is_empty() && v.chars().count() < MIN_CREDENTIAL_CHARS => Err(ProfileError {
+                    origin: origin.to_owned(),
+                    kind: ProfileErrorKind::ShortCredential {
+                        tenant: t.label.clone(),
+                        env: t.credential_env.clone(),
+                        len: v.chars().count(),
+                    },
+                }),
                 Some(v) if !v.is_empty() => Ok(TenantKey {
                     label: t.label.clone(),
                     credential_env: t.credential_env.clone(),
@@ -458,11 +536,22 @@ credential_env = "KEY_B"
     }
 
     #[test]
+    fn a_credential_too_short_to_be_a_key_is_refused() {
+        let p = parse(GOOD).unwrap();
+        let err = p
+            .resolve_credentials(Path::new("test.toml"), |_| Some("ka".to_string()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("KEY_A has 2 characters"), "{err}");
+        assert!(!err.contains("\"ka\""), "the value itself is never printed: {err}");
+    }
+
+    #[test]
     fn missing_credential_names_the_variable() {
         let p = parse(GOOD).unwrap();
         let err = p
             .resolve_credentials(Path::new("test.toml"), |name| {
-                (name == "KEY_A").then(|| "k".to_string())
+                (name == "KEY_A").then(|| "key-aaaa-1".to_string())
             })
             .unwrap_err();
         assert!(err.to_string().contains("KEY_B is not set"), "{err}");

@@ -50,7 +50,7 @@ fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report) {
     if fault {
         flags.extend(["--fault", "reject-continue"]);
     }
-    let sim = Sim::start("inc-a", "inc-b", &flags);
+    let sim = Sim::start("incident-key-a", "incident-key-b", &flags);
     let profile = incident_profile(&sim, tmp.path());
     let run_dir = tmp.path().join("run");
     let (code, stdout, stderr) = {
@@ -61,8 +61,8 @@ fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report) {
             .arg(&profile)
             .arg("--out")
             .arg(&run_dir)
-            .env("TENANTCHECK_KEY_A", "inc-a")
-            .env("TENANTCHECK_KEY_B", "inc-b");
+            .env("TENANTCHECK_KEY_A", "incident-key-a")
+            .env("TENANTCHECK_KEY_B", "incident-key-b");
         common::output(&mut cmd)
     };
     assert!(matches!(code, Some(0 | 1)), "{stdout}\n{stderr}");
@@ -123,7 +123,7 @@ fn the_same_deployment_without_the_fault_refuses_honestly_and_passes() {
 #[test]
 fn the_incidents_declared_facts_fail_the_declared_cases() {
     let tmp = TempDir::new("declared");
-    let sim = Sim::start("dec-a", "dec-b", &[]);
+    let sim = Sim::start("declared-key-a", "declared-key-b", &[]);
     let base = sim.profile(tmp.path());
     let declared = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -145,8 +145,8 @@ fn the_incidents_declared_facts_fail_the_declared_cases() {
         .arg(&profile)
         .arg("--out")
         .arg(&run_dir)
-        .env("TENANTCHECK_KEY_A", "dec-a")
-        .env("TENANTCHECK_KEY_B", "dec-b");
+        .env("TENANTCHECK_KEY_A", "declared-key-a")
+        .env("TENANTCHECK_KEY_B", "declared-key-b");
     let (code, stdout, _) = common::output(&mut cmd);
     assert_eq!(code, Some(1), "{stdout}");
     let report = report_of(&run_dir);

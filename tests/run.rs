@@ -482,10 +482,10 @@ fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
     use tenantcheck::outcome::{Finding, LeakEvidence};
     let tmp = TempDir::new("recheck");
     // A leaky vendor, and a report that hides the leak.
-    let sim = Sim::start("rk-a", "rk-b", &["--fault", "stale-pages"]);
+    let sim = Sim::start("recheck-key-a", "recheck-key-b", &["--fault", "stale-pages"]);
     let profile = sim.profile(tmp.path());
     let leaky = tmp.path().join("leaky");
-    let (code, _, _) = run_vendor(&profile, &leaky, "rk-a", "rk-b");
+    let (code, _, _) = run_vendor(&profile, &leaky, "recheck-key-a", "recheck-key-b");
     assert_eq!(code, Some(1));
     assert_eq!(resigned(&leaky, |_| {}), Ok(()), "re-signed unchanged, it verifies");
     let err = resigned(&leaky, |r| {

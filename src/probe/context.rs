@@ -24,7 +24,7 @@
 
 use super::{Context, Sizer, conclude, describe, refused};
 use crate::canary::Needle;
-use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome};
+use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome, SweepPoint, SweepResult};
 use crate::prompt::Placed;
 use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
@@ -174,6 +174,8 @@ struct Boundary<'a> {
     records: u32,
     /// (target tokens, tokens sent, how) of every length tried.
     tried: Vec<(u64, u64, Processed)>,
+    /// The same, as reported.
+    sweep: Vec<SweepPoint>,
 }
 
 /// Runs `context.boundary`.
@@ -192,6 +194,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         needles: 0,
         records: 0,
         tried: Vec::new(),
+        sweep: Vec::new(),
     };
     let context = ctx.session.profile().context_window;
     let top = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
@@ -235,6 +238,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         c,
     );
     outcome.coverage.max_prompt_tokens = effective.unwrap_or(0);
+    outcome.sweep = b.sweep;
     outcome.coverage.target_prompt_tokens = top;
     if !b.sizer.notes.is_empty() {
         outcome.summary = format!("{} (notes: {})", outcome.summary, b.sizer.notes.join("; "));
@@ -323,6 +327,16 @@ impl Boundary<'_> {
             );
         }
         self.tried.push((tokens, sent_tokens, how));
+        self.sweep.push(SweepPoint {
+            tokens: sent_tokens,
+            result: match how {
+                Processed::Correctly => SweepResult::Processed,
+                Processed::Refused => SweepResult::Refused,
+                Processed::Wrongly => SweepResult::Wrong,
+                Processed::Unknown => SweepResult::Unknown,
+            },
+            seq: sent.seq,
+        });
         Ok(how)
     }
 
@@ -354,6 +368,17 @@ impl Boundary<'_> {
         let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
         self.scan(&sent);
         let ex = &sent.exchange;
+        self.sweep.push(SweepPoint {
+            tokens,
+            result: if refused(ex) {
+                SweepResult::Refused
+            } else if ex.is_success() {
+                SweepResult::Wrong
+            } else {
+                SweepResult::Unknown
+            },
+            seq: sent.seq,
+        });
         if ex.is_success() && ex.api_error.is_none() {
             let usage = ex
                 .usage

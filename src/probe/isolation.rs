@@ -399,6 +399,7 @@ impl Run<'_> {
                 summary,
                 coverage: c,
                 findings,
+                sweep: Vec::new(),
             };
         }
         let short: Vec<String> = match &reach {
@@ -418,6 +419,7 @@ impl Run<'_> {
                 ),
                 coverage: c,
                 findings: Vec::new(),
+                sweep: Vec::new(),
             }
         } else {
             let mut why = short;
@@ -430,6 +432,7 @@ impl Run<'_> {
                 ),
                 coverage: c,
                 findings: Vec::new(),
+                sweep: Vec::new(),
             }
         }
     }

@@ -154,6 +154,7 @@ pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
         summary: format!("stopped: {e}"),
         coverage: Coverage::default(),
         findings: Vec::new(),
+        sweep: Vec::new(),
     })
 }
 
@@ -293,18 +294,21 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             summary: format!("{}; {what}", findings[0].message),
             coverage,
             findings,
+            sweep: Vec::new(),
         },
         (true, Ok(what)) => Outcome {
             verdict: Verdict::Pass,
             summary: what,
             coverage,
             findings,
+            sweep: Vec::new(),
         },
         (true, Err(why)) => Outcome {
             verdict: Verdict::Inconclusive,
             summary: why,
             coverage,
             findings,
+            sweep: Vec::new(),
         },
     }
 }

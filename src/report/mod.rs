@@ -42,6 +42,15 @@ pub const TRANSCRIPT_FILE: &str = "transcript.jsonl";
 /// The envelope's name in the run folder.
 pub const ENVELOPE_FILE: &str = "report.dsse.json";
 
+/// The rendered HTML's name in the run folder.
+pub const HTML_FILE: &str = "report.html";
+
+/// The rendered Markdown's name in the run folder.
+pub const MARKDOWN_FILE: &str = "report.md";
+
+/// The JUnit XML's name in the run folder.
+pub const JUNIT_FILE: &str = "report.junit.xml";
+
 /// The evidence of one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
