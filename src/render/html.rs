@@ -260,14 +260,14 @@ fn requests_by_seq(transcript: &[u8]) -> BTreeMap<u64, String> {
 
 /// Prompt length (x) against what the vendor did, with the advertised context marked.
 fn sweep_svg(outcome: &Outcome, context: u64) -> String {
-    let (w, h, pad) = (720.0, 150.0, 40.0);
+    let (w, h, pad) = (760.0, 150.0, 80.0);
     let max = outcome.sweep.iter().map(|p| p.tokens).max().unwrap_or(0).max(context) as f64 * 1.05;
     let x = |t: u64| pad + (t as f64 / max) * (w - 2.0 * pad);
     let row = |r: SweepResult| match r {
         SweepResult::Processed => (40.0, "#1e7e34", "processed"),
-        SweepResult::Refused => (70.0, "#6b6f7a", "refused"),
-        SweepResult::Wrong => (100.0, "#b3261e", "200, not processed correctly"),
-        SweepResult::Unknown => (120.0, "#a15c00", "server error or no answer"),
+        SweepResult::Refused => (65.0, "#6b6f7a", "refused"),
+        SweepResult::Wrong => (90.0, "#b3261e", "200, wrong"),
+        SweepResult::Unknown => (115.0, "#a15c00", "no answer"),
     };
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"prompt lengths tried\">\
