@@ -291,9 +291,8 @@ fn sweep_svg(outcome: &Outcome, context: u64) -> String {
         let (y, _, label) = row(r);
         let _ = write!(
             s,
-            "<text x=\"2\" y=\"{}\" font-size=\"10\" fill=\"#555\">{}</text>",
-            y + 3.0,
-            &label[..label.len().min(9)]
+            "<text x=\"2\" y=\"{}\" font-size=\"11\" fill=\"#555\">{label}</text>",
+            y + 4.0
         );
     }
     for p in &outcome.sweep {
