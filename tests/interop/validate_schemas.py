@@ -4,8 +4,8 @@
 Usage: validate_schemas.py [RUN_DIR]
 
 With the third-party `jsonschema` package (draft 2020-12): every vendor profile under
-vendors/, every case and advisory under suite/ (TOML read with tomllib), and, given a
-run folder, the report inside its envelope. Exits 0 when all are valid.
+vendors/, every case and advisory under suite/ (TOML read with tomllib), and the report
+inside the envelope of each example under reports/examples/ and of each run folder given. Exits 0 when all are valid.
 """
 import base64
 import json
@@ -38,8 +38,9 @@ for path in sorted((root / "vendors").glob("*.toml")):
 for path in sorted((root / "suite").rglob("*.toml")):
     kind = "advisory" if "advisories" in path.parts else "case"
     check(kind, path, tomllib.loads(path.read_text()))
-if len(sys.argv) > 1:
-    envelope = json.loads((pathlib.Path(sys.argv[1]) / "report.dsse.json").read_text())
+runs = [pathlib.Path(a) for a in sys.argv[1:]] + sorted((root / "reports/examples").glob("*/"))
+for run in runs:
+    envelope = json.loads((run / "report.dsse.json").read_text())
     statement = json.loads(base64.b64decode(envelope["payload"]))
-    check("report", "report.dsse.json", statement["predicate"])
+    check("report", run / "report.dsse.json", statement["predicate"])
 print(f"jsonschema: {checked} files valid against reports/schema/")
