@@ -20,11 +20,13 @@
 //! - [`transcript`], [`report`], [`schema`]: the evidence, and the JSON Schemas of every
 //!   file read or written;
 //! - [`sim`]: the reference vendor, the suite's own test bed and its embedded default;
+//! - [`bundle`]: the one file a buyer receives;
 //! - [`exit`]: the exit codes of the `tenantcheck` binary.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod bundle;
 pub mod canary;
 pub mod credential;
 pub mod exit;

@@ -61,14 +61,24 @@ enum Command {
         #[arg(value_enum)]
         kind: Schema,
     },
-    /// Verify a signed report: signature, statement, and the transcript's digest and
-    /// hash chain.
+    /// Write a run folder's evidence into one archive for a buyer: envelope, transcript,
+    /// public keys, declared facts and questionnaire, JUnit, HTML, with a manifest of
+    /// SHA-256 digests.
+    Bundle {
+        /// The run folder.
+        run_dir: PathBuf,
+        /// The archive; default: bundle.tar in the run folder.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Verify a signed report (or a bundle): signature, statement, the transcript's
+    /// digest and hash chain, and a re-check of the verdicts from the transcript.
     Verify {
-        /// The report envelope (report.dsse.json).
+        /// The report envelope (report.dsse.json), or a bundle (bundle.tar).
         envelope: PathBuf,
-        /// The signer's public key (SPKI PEM).
+        /// The signer's public key (SPKI PEM); for a bundle, default: the one inside.
         #[arg(long)]
-        key: PathBuf,
+        key: Option<PathBuf>,
         /// The transcript; default: transcript.jsonl beside the envelope.
         #[arg(long)]
         transcript: Option<PathBuf>,
@@ -188,10 +198,23 @@ fn main() -> ExitCode {
             challenge,
         } => verify(
             &envelope,
-            &key,
+            key.as_deref(),
             transcript.as_deref(),
             challenge.as_ref().map(|c| c.0.as_slice()),
         ),
+        Command::Bundle { run_dir, out } => {
+            let out = out.unwrap_or_else(|| run_dir.join(tenantcheck::bundle::BUNDLE_FILE));
+            match tenantcheck::bundle::write(&run_dir, &out) {
+                Ok(()) => {
+                    println!("wrote {}", out.display());
+                    exit::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    exit::SETUP_ERROR
+                }
+            }
+        }
     };
     ExitCode::from(code)
 }
@@ -351,6 +374,97 @@ fn keygen(out: &Path) -> u8 {
 #[derive(Clone, Debug)]
 struct Challenge(Vec<u8>);
 
+fn verify_bundle(path: &Path, bytes: &[u8], key_path: Option<&Path>, challenge: Option<&[u8]>) -> u8 {
+    use tenantcheck::bundle;
+    let failed = |e: &dyn std::fmt::Display| {
+        println!("FAILED: {e}");
+        eprintln!("error: {} does not verify: {e}", path.display());
+        exit::FAILED
+    };
+    let opened = match bundle::open(bytes) {
+        Ok(o) => o,
+        Err(e) => return failed(&e),
+    };
+    println!(
+        "ok: bundle {}: every file matches the manifest's SHA-256",
+        path.display()
+    );
+    let public = match key_path {
+        Some(p) => key::read_public(p).map_err(|e| e.to_string()),
+        None => {
+            println!(
+                "note: no --key given: the key inside the bundle is used, which shows integrity, not who signed; pass the signer's key to check that"
+            );
+            std::str::from_utf8(opened.file(key::PUBLIC_KEY_FILE))
+                .map_err(|e| e.to_string())
+                .and_then(|pem| {
+                    use ed25519_dalek::pkcs8::DecodePublicKey;
+                    ed25519_dalek::VerifyingKey::from_public_key_pem(pem).map_err(|e| e.to_string())
+                })
+        }
+    };
+    let public = match public {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::SETUP_ERROR;
+        }
+    };
+    let transcript = opened.file(report::TRANSCRIPT_FILE);
+    let verified = match report::verify(
+        opened.file(report::ENVELOPE_FILE),
+        &public,
+        Some(transcript),
+        challenge,
+        |c| println!("ok: {c}"),
+    ) {
+        Ok(v) => v,
+        Err(e) => return failed(&e),
+    };
+    let r = verified.report();
+    let own = [
+        (bundle::DECLARED_FILE, bundle::declared_json(r)),
+        (report::JUNIT_FILE, tenantcheck::render::junit(r).into_bytes()),
+        (
+            report::HTML_FILE,
+            tenantcheck::render::html(r, verified.key_id(), Some(transcript)).into_bytes(),
+        ),
+        (
+            report::MARKDOWN_FILE,
+            tenantcheck::render::markdown(r, verified.key_id()).into_bytes(),
+        ),
+    ];
+    let same_tool = r.tool.version == tenantcheck::TOOL_VERSION;
+    for (name, expected) in own {
+        if opened.file(name) == expected.as_slice() {
+            continue;
+        }
+        if name == bundle::DECLARED_FILE || same_tool {
+            return failed(&format!("{name} is not the signed report's own"));
+        }
+        println!(
+            "not checked: {name} (the report was made by tenantcheck {}, this is {}; the signed report is the evidence)",
+            r.tool.version,
+            tenantcheck::TOOL_VERSION
+        );
+    }
+    println!(
+        "ok: the declared facts and questionnaire are the signed report's own, and so are the renderings made by this version"
+    );
+    let t = r.totals;
+    println!(
+        "verified: bundle {} signed by {}: verdict {} ({} passed, {} failed, {} inconclusive, {} skipped)",
+        path.display(),
+        verified.key_id(),
+        r.verdict.label(),
+        t.passed,
+        t.failed,
+        t.inconclusive,
+        t.skipped
+    );
+    exit::SUCCESS
+}
+
 fn parse_challenge(text: &str) -> Result<Challenge, String> {
     match report::unhex(text) {
         Some(b) if !b.is_empty() && b.len() <= 64 => Ok(Challenge(b)),
@@ -412,13 +526,20 @@ fn render(envelope: &Path, key: Option<&Path>, transcript: Option<&Path>, output
     exit::SUCCESS
 }
 
-fn verify(envelope: &Path, key_path: &Path, transcript: Option<&Path>, challenge: Option<&[u8]>) -> u8 {
+fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, challenge: Option<&[u8]>) -> u8 {
     let bytes = match std::fs::read(envelope) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: {}: {e}", envelope.display());
             return exit::SETUP_ERROR;
         }
+    };
+    if tenantcheck::bundle::is_bundle(&bytes) {
+        return verify_bundle(envelope, &bytes, key_path, challenge);
+    }
+    let Some(key_path) = key_path else {
+        eprintln!("error: --key PUB is needed to verify an envelope (the signer's public key)");
+        return exit::SETUP_ERROR;
     };
     let public = match key::read_public(key_path) {
         Ok(k) => k,

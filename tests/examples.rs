@@ -60,7 +60,10 @@ fn the_example_reports_verify_and_their_renderings_are_current() {
     for (name, verdict) in [("healthy", Verdict::Pass), ("stale-pages", Verdict::Fail)] {
         let dir = examples().join(name);
         let read = |f: &str| std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{name}/{f}: {e}"));
-        assert!(!dir.join(key::PRIVATE_KEY_FILE).exists(), "{name}: an example never holds a private key");
+        assert!(
+            !dir.join(key::PRIVATE_KEY_FILE).exists(),
+            "{name}: an example never holds a private key"
+        );
         let public = key::read_public(&dir.join(key::PUBLIC_KEY_FILE)).unwrap();
         let transcript = read(report::TRANSCRIPT_FILE);
         let verified = report::verify(&read(report::ENVELOPE_FILE), &public, Some(&transcript), None, |_| {})
@@ -68,10 +71,22 @@ fn the_example_reports_verify_and_their_renderings_are_current() {
         assert_eq!(verified.report().verdict, verdict, "{name}");
         let stale = "is stale: TENANTCHECK_WRITE_EXAMPLES=1 cargo test --test examples";
         let html = tenantcheck::render::html(verified.report(), verified.key_id(), Some(&transcript));
-        assert!(html.as_bytes() == read(report::HTML_FILE), "{name}/{} {stale}", report::HTML_FILE);
+        assert!(
+            html.as_bytes() == read(report::HTML_FILE),
+            "{name}/{} {stale}",
+            report::HTML_FILE
+        );
         let md = tenantcheck::render::markdown(verified.report(), verified.key_id());
-        assert!(md.as_bytes() == read(report::MARKDOWN_FILE), "{name}/{} {stale}", report::MARKDOWN_FILE);
+        assert!(
+            md.as_bytes() == read(report::MARKDOWN_FILE),
+            "{name}/{} {stale}",
+            report::MARKDOWN_FILE
+        );
         let junit = tenantcheck::render::junit(verified.report());
-        assert!(junit.as_bytes() == read(report::JUNIT_FILE), "{name}/{} {stale}", report::JUNIT_FILE);
+        assert!(
+            junit.as_bytes() == read(report::JUNIT_FILE),
+            "{name}/{} {stale}",
+            report::JUNIT_FILE
+        );
     }
 }

@@ -536,3 +536,97 @@ fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
         "{err}"
     );
 }
+
+/// Rewrites a bundle with `change` applied to its files (the manifest included).
+fn rebundle(bundle: &Path, change: impl Fn(&str, &mut Vec<u8>)) -> std::path::PathBuf {
+    let bytes = std::fs::read(bundle).unwrap();
+    let mut archive = tar::Archive::new(bytes.as_slice());
+    let mut files = Vec::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+        change(&name, &mut data);
+        files.push((name, data));
+    }
+    let out = bundle.with_file_name("changed.tar");
+    let mut tar = tar::Builder::new(std::fs::File::create(&out).unwrap());
+    for (name, data) in files {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, name, data.as_slice()).unwrap();
+    }
+    tar.finish().unwrap();
+    out
+}
+
+#[test]
+fn a_bundle_holds_the_evidence_and_verify_checks_all_of_it() {
+    use tenantcheck::bundle;
+    let tmp = TempDir::new("bundle");
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, _) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
+    assert_eq!(code, Some(0), "{stdout}");
+    let (code, stdout, stderr) = output(tenantcheck().arg("bundle").arg(&run_dir));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let path = run_dir.join(bundle::BUNDLE_FILE);
+    let opened = bundle::open(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(!opened.file(report::TRANSCRIPT_FILE).is_empty());
+    let verify = |p: &Path| {
+        output(
+            tenantcheck()
+                .arg("verify")
+                .arg(p)
+                .arg("--key")
+                .arg(run_dir.join(key::PUBLIC_KEY_FILE)),
+        )
+    };
+    let (code, stdout, _) = verify(&path);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("every file matches the manifest") && stdout.contains("re-derived"),
+        "{stdout}"
+    );
+
+    // One byte of the transcript changed, manifest left alone.
+    let changed = rebundle(&path, |name, data| {
+        if name == report::TRANSCRIPT_FILE {
+            data[100] ^= 1;
+        }
+    });
+    let (code, _, stderr) = verify(&changed);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("transcript.jsonl: SHA-256") && stderr.contains("the bundle was changed"),
+        "{stderr}"
+    );
+
+    // The HTML edited to say FAIL where it said PASS, and the manifest made to match.
+    let html = opened.file(report::HTML_FILE).to_vec();
+    let edited = String::from_utf8(html)
+        .unwrap()
+        .replace("id=\"verdict\">PASS<", "id=\"verdict\">FAIL<");
+    assert!(edited.contains("id=\"verdict\">FAIL<"));
+    let edited = edited.into_bytes();
+    let digest = tenantcheck::hex(&<sha2::Sha256 as sha2::Digest>::digest(&edited));
+    let changed = rebundle(&path, |name, data| match name {
+        "report.html" => *data = edited.clone(),
+        "manifest.json" => {
+            let mut m: bundle::Manifest = serde_json::from_slice(data).unwrap();
+            let e = m.files.iter_mut().find(|f| f.name == "report.html").unwrap();
+            e.sha256 = digest.clone();
+            e.bytes = edited.len() as u64;
+            *data = serde_json::to_vec(&m).unwrap();
+        }
+        _ => {}
+    });
+    let (code, _, stderr) = verify(&changed);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("report.html is not the signed report's own"),
+        "{stderr}"
+    );
+}
