@@ -488,15 +488,60 @@ fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
     let (code, _, _) = run_vendor(&profile, &leaky, "recheck-key-a", "recheck-key-b");
     assert_eq!(code, Some(1));
     assert_eq!(resigned(&leaky, |_| {}), Ok(()), "re-signed unchanged, it verifies");
+    // A careful liar: leak findings removed, verdicts and totals made consistent.
     let err = resigned(&leaky, |r| {
         for c in &mut r.cases {
             c.outcome.findings.retain(|f| f.code != FindingCode::CrossTenantCanary);
+            if c.outcome.findings.is_empty() {
+                c.outcome.verdict = Verdict::Pass;
+            }
         }
+        r.tally();
     })
     .unwrap_err();
     assert!(
         err.contains("re-check of") && err.contains("and the report no leak"),
         "{err}"
+    );
+    // A hasty one: one verdict edited from fail to pass, nothing else.
+    let err = resigned(&leaky, |r| {
+        let case = r.cases.iter_mut().find(|c| c.id == "isolation.canary-residue").unwrap();
+        assert_eq!(case.outcome.verdict, Verdict::Fail);
+        case.outcome.verdict = Verdict::Pass;
+    })
+    .unwrap_err();
+    assert!(err.contains("cases add up to FAIL"), "{err}");
+    let err = resigned(&leaky, |r| {
+        let case = r.cases.iter_mut().find(|c| c.id == "isolation.canary-residue").unwrap();
+        case.outcome.verdict = Verdict::Pass;
+        r.tally();
+    })
+    .unwrap_err();
+    assert!(err.contains("its verdict is PASS with"), "{err}");
+    // The same through the binary: `verify --transcript` names the disagreement.
+    let mut report = verified(&leaky);
+    report.cases.iter_mut().for_each(|c| c.outcome.verdict = Verdict::Pass);
+    report.tally();
+    let signing = key::read_private(&leaky.join(key::PRIVATE_KEY_FILE)).unwrap();
+    let edited = tmp.path().join("edited.dsse.json");
+    std::fs::write(&edited, serde_json::to_vec(&report.sign(&signing)).unwrap()).unwrap();
+    let (code, stdout, stderr) = output(
+        tenantcheck()
+            .arg("verify")
+            .arg(&edited)
+            .arg("--key")
+            .arg(leaky.join(key::PUBLIC_KEY_FILE))
+            .arg("--transcript")
+            .arg(leaky.join(report::TRANSCRIPT_FILE)),
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("ok: ed25519 signature"),
+        "the signature itself is good: {stdout}"
+    );
+    assert!(
+        stderr.contains("re-check of") && stderr.contains("disagrees with the signed report"),
+        "{stderr}"
     );
 
     // A healthy vendor, and a report that invents a leak or a failed refusal.
@@ -519,6 +564,8 @@ fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
                 returned_in: 5,
             }),
         });
+        case.outcome.verdict = Verdict::Fail;
+        r.tally();
     })
     .unwrap_err();
     assert!(err.contains("names a leak that no response"), "{err}");
@@ -529,6 +576,8 @@ fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
             message: "invented".into(),
             leak: None,
         });
+        case.outcome.verdict = Verdict::Fail;
+        r.tally();
     })
     .unwrap_err();
     assert!(

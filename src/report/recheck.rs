@@ -2,6 +2,8 @@
 //!
 //! What the transcript determines without trusting the tool that wrote the report:
 //!
+//! - **verdicts**: a case fails exactly when it has findings of the vendor's
+//!   misbehaviour, and the totals and the overall verdict add up from the cases;
 //! - **leaks**: every canary the report says was issued is re-derived from the revealed
 //!   secret, and every response in the transcript is re-scanned for canaries of another
 //!   tenant. A case whose responses hold one must carry a `CrossTenantCanary` finding,
@@ -13,7 +15,7 @@
 use super::{Report, VerifyError};
 use crate::adapter::Exchange;
 use crate::canary::RunSecret;
-use crate::outcome::FindingCode;
+use crate::outcome::{FindingCode, Verdict};
 use crate::scan::Scanner;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,6 +54,20 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             *refusals.entry(case).or_default() += 1;
         }
     }
+    let mut tallied = report.clone();
+    tallied.tally();
+    if (tallied.verdict, tallied.totals) != (report.verdict, report.totals) {
+        return Err(bad(
+            "the report",
+            format!(
+                "its cases add up to {} ({:?}), the report says {} ({:?})",
+                tallied.verdict.label(),
+                tallied.totals,
+                report.verdict.label(),
+                report.totals
+            ),
+        ));
+    }
     let mut confirmed = 0;
     for (case, found) in &leaks {
         if !report.cases.iter().any(|c| &c.id == case) {
@@ -63,6 +79,19 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         }
     }
     for c in &report.cases {
+        // Every vendor finding fails its case (a finding of tenantcheck's own bug makes
+        // it inconclusive); a case without findings cannot have failed.
+        let vendor_findings = c.outcome.findings.iter().any(|f| f.code != FindingCode::ToolBug);
+        if vendor_findings != (c.outcome.verdict == Verdict::Fail) {
+            return Err(bad(
+                &c.id,
+                format!(
+                    "its verdict is {} with {} findings",
+                    c.outcome.verdict.label(),
+                    c.outcome.findings.len()
+                ),
+            ));
+        }
         let found = leaks.get(&c.id);
         let reported: Vec<_> = c
             .outcome
