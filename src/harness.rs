@@ -292,6 +292,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             severity: c.severity,
             requirement: c.requirement.clone(),
             probe: c.probe.kind().to_owned(),
+            params: serde_json::to_value(&c.probe).expect("specs serialise")["params"].take(),
             outcome: results
                 .remove(&c.id)
                 .unwrap_or_else(|| Outcome::skipped("not selected by the filter")),

@@ -679,3 +679,26 @@ fn a_bundle_holds_the_evidence_and_verify_checks_all_of_it() {
         "{stderr}"
     );
 }
+
+#[test]
+fn verify_re_judges_usage_from_the_transcript() {
+    let tmp = TempDir::new("recheck-usage");
+    let sim = Sim::start("usage-key-aaaa", "usage-key-bbbb", &["--fault", "usage-misreport"]);
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, _, _) = run_vendor(&profile, &run_dir, "usage-key-aaaa", "usage-key-bbbb");
+    assert_eq!(code, Some(1));
+    assert_eq!(resigned(&run_dir, |_| {}), Ok(()));
+    let err = resigned(&run_dir, |r| {
+        let case = r.cases.iter_mut().find(|c| c.id == "usage.consistency").unwrap();
+        assert_eq!(case.outcome.verdict, Verdict::Fail);
+        case.outcome.findings.clear();
+        case.outcome.verdict = Verdict::Pass;
+        r.tally();
+    })
+    .unwrap_err();
+    assert!(
+        err.contains("usage mismatches in the transcript, the report says 0"),
+        "{err}"
+    );
+}

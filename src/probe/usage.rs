@@ -17,9 +17,11 @@
 //! checks ran.
 
 use super::{Context, Sizer, conclude, describe};
+use crate::adapter::Exchange;
 use crate::outcome::{Finding, FindingCode, Outcome};
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN};
 use crate::session::SessionError;
+use crate::vendor::LocalTokenizer;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -69,89 +71,38 @@ impl UsageParams {
     }
 }
 
+/// How every prompt of this probe starts; `verify` picks them out of the transcript by it.
+pub const HEAD: &str = "Repeat the following notes word for word.\n\n";
+
+/// One answered prompt: its transcript sequence number, the prompt, the exchange.
+pub type Answered<'a> = (u64, &'a str, &'a Exchange);
+
 /// Runs `usage.consistency`.
 pub async fn consistency(p: &UsageParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let tenant = ctx.session.tenant_labels()[0].to_owned();
     let mut sizer = Sizer::calibrated(ctx, &tenant).await?;
     let context = ctx.session.profile().context_window;
-    let local = ctx.session.profile().tokenizer.is_some();
-    let mut findings = Vec::new();
-    let mut ratios = Vec::new();
-    let mut checked = 0;
-    let mismatch = |what: String| Finding {
-        code: FindingCode::UsageMismatch,
-        message: what,
-        leak: None,
-    };
+    let mut sent_prompts = Vec::new();
     for &f in &p.lengths {
         let tokens = (f * context as f64) as u64;
         let seed = sizer.seed(&tenant);
-        let prompt = sizer
-            .builder()
-            .build(tokens, seed, "Repeat the following notes word for word.\n\n", &[], "");
-        let chars = prompt.len();
-        let sent_tokens = sizer.tokens_of(&prompt);
-        let sent = sizer.send(&tenant, prompt, p.max_tokens, false).await?;
-        let ex = &sent.exchange;
-        if !ex.is_success() {
+        let prompt = sizer.builder().build(tokens, seed, HEAD, &[], "");
+        let sent = sizer.send(&tenant, prompt.clone(), p.max_tokens, false).await?;
+        if !sent.exchange.is_success() {
             sizer
                 .notes
-                .push(format!("{tokens} tokens: {} (#{})", describe(ex), sent.seq));
-            continue;
+                .push(format!("{tokens} tokens: {} (#{})", describe(&sent.exchange), sent.seq));
         }
-        let Some(u) = ex.usage else {
-            findings.push(mismatch(format!(
-                "an answer carried no usage (transcript #{})",
-                sent.seq
-            )));
-            continue;
-        };
-        checked += 1;
-        if local {
-            let low = (sent_tokens as f64 * (1.0 - p.tolerance)) as u64;
-            let high = (sent_tokens as f64 * (1.0 + p.tolerance)) as u64 + TEMPLATE_ALLOWANCE;
-            if !(low..=high).contains(&u.prompt_tokens) {
-                findings.push(mismatch(format!(
-                    "usage says {} prompt tokens for a prompt of {sent_tokens} (transcript #{})",
-                    u.prompt_tokens, sent.seq
-                )));
-            }
-            let received = ctx.session.local_tokens(&ex.content).unwrap_or(0);
-            if u.completion_tokens.abs_diff(received) as f64 > p.tolerance * received as f64 + 2.0 {
-                findings.push(mismatch(format!(
-                    "usage says {} completion tokens for an answer of {received} (transcript #{})",
-                    u.completion_tokens, sent.seq
-                )));
-            }
-        }
-        if u.prompt_tokens > 0 {
-            ratios.push((chars as f64 / u.prompt_tokens as f64, sent.seq));
-        }
-        if u.completion_tokens > u64::from(p.max_tokens)
-            || (ex.finish_reason.as_deref() == Some("length") && u.completion_tokens != u64::from(p.max_tokens))
-        {
-            findings.push(mismatch(format!(
-                "usage says {} completion tokens with max_tokens {} and finish reason {:?} (transcript #{})",
-                u.completion_tokens, p.max_tokens, ex.finish_reason, sent.seq
-            )));
-        }
+        sent_prompts.push((prompt, sent));
     }
-    for &(ratio, seq) in &ratios {
-        if !(MIN_CHARS_PER_TOKEN..=MAX_CHARS_PER_TOKEN).contains(&ratio) {
-            findings.push(mismatch(format!(
-                "usage implies {ratio:.2} characters per token (transcript #{seq}), outside any real tokenizer's range"
-            )));
-        }
-    }
-    if let (Some(&(first, _)), Some(&(last, seq))) = (ratios.first(), ratios.last()) {
-        if ratios.len() > 1 && (first - last).abs() / last > p.tolerance * 2.0 {
-            findings.push(mismatch(format!(
-                "usage implies {first:.2} characters per token for the short prompt and {last:.2} for the long one (transcript #{seq})"
-            )));
-        }
-    }
+    let answered: Vec<Answered> = sent_prompts
+        .iter()
+        .map(|(p, s)| (s.seq, p.as_str(), &s.exchange))
+        .collect();
+    let local = ctx.session.profile().tokenizer;
+    let (findings, checked) = judge(p, local, &answered);
     let c = sizer.coverage;
-    let method = if local {
+    let method = if local.is_some() {
         "against the local tokenizer"
     } else {
         "for consistency between lengths (no local tokenizer)"
@@ -169,4 +120,71 @@ pub async fn consistency(p: &UsageParams, ctx: Context<'_>) -> Result<Outcome, S
         ))
     };
     Ok(conclude(findings, reached, c))
+}
+
+/// The usage findings on these answers (those whose prompt starts with [`HEAD`]), and
+/// how many answers were checked. `verify` re-judges the transcript with it.
+pub fn judge(p: &UsageParams, local: Option<LocalTokenizer>, answered: &[Answered]) -> (Vec<Finding>, usize) {
+    let mismatch = |what: String| Finding {
+        code: FindingCode::UsageMismatch,
+        message: what,
+        leak: None,
+    };
+    let mut findings = Vec::new();
+    let mut ratios = Vec::new();
+    let mut checked = 0;
+    for &(seq, prompt, ex) in answered.iter().filter(|(_, prompt, _)| prompt.starts_with(HEAD)) {
+        if !ex.is_success() {
+            continue;
+        }
+        let Some(u) = ex.usage else {
+            findings.push(mismatch(format!("an answer carried no usage (transcript #{seq})")));
+            continue;
+        };
+        checked += 1;
+        if let Some(t) = local {
+            let sent_tokens = t.count(prompt);
+            let low = (sent_tokens as f64 * (1.0 - p.tolerance)) as u64;
+            let high = (sent_tokens as f64 * (1.0 + p.tolerance)) as u64 + TEMPLATE_ALLOWANCE;
+            if !(low..=high).contains(&u.prompt_tokens) {
+                findings.push(mismatch(format!(
+                    "usage says {} prompt tokens for a prompt of {sent_tokens} (transcript #{seq})",
+                    u.prompt_tokens
+                )));
+            }
+            let received = t.count(&ex.content);
+            if u.completion_tokens.abs_diff(received) as f64 > p.tolerance * received as f64 + 2.0 {
+                findings.push(mismatch(format!(
+                    "usage says {} completion tokens for an answer of {received} (transcript #{seq})",
+                    u.completion_tokens
+                )));
+            }
+        }
+        if u.prompt_tokens > 0 {
+            ratios.push((prompt.len() as f64 / u.prompt_tokens as f64, seq));
+        }
+        if u.completion_tokens > u64::from(p.max_tokens)
+            || (ex.finish_reason.as_deref() == Some("length") && u.completion_tokens != u64::from(p.max_tokens))
+        {
+            findings.push(mismatch(format!(
+                "usage says {} completion tokens with max_tokens {} and finish reason {:?} (transcript #{seq})",
+                u.completion_tokens, p.max_tokens, ex.finish_reason
+            )));
+        }
+    }
+    for &(ratio, seq) in &ratios {
+        if !(MIN_CHARS_PER_TOKEN..=MAX_CHARS_PER_TOKEN).contains(&ratio) {
+            findings.push(mismatch(format!(
+                "usage implies {ratio:.2} characters per token (transcript #{seq}), outside any real tokenizer's range"
+            )));
+        }
+    }
+    if let (Some(&(first, _)), Some(&(last, seq))) = (ratios.first(), ratios.last()) {
+        if ratios.len() > 1 && (first - last).abs() / last > p.tolerance * 2.0 {
+            findings.push(mismatch(format!(
+                "usage implies {first:.2} characters per token for the short prompt and {last:.2} for the long one (transcript #{seq})"
+            )));
+        }
+    }
+    (findings, checked)
 }

@@ -187,6 +187,9 @@ pub struct CaseReport {
     pub requirement: String,
     /// The probe that ran it.
     pub probe: String,
+    /// The probe's parameters, as validated (defaults filled in).
+    #[serde(default)]
+    pub params: serde_json::Value,
     /// What it concluded.
     pub outcome: Outcome,
 }
@@ -518,8 +521,12 @@ pub fn verify(
             on_check("the transcript's first line commits to the same run secret and challenge".to_owned());
             let r = recheck::recheck(&report, bytes, &revealed)?;
             on_check(format!(
-                "re-derived {} canaries from the revealed secret and re-scanned {} responses: {} leak findings confirmed, none missed; {} improper refusals re-judged as signed",
-                r.canaries, r.responses, r.leaks, r.refusals
+                "re-derived {} canaries from the revealed secret and re-scanned {} responses: {} leak findings confirmed, none missed; {} improper refusals and {} usage mismatches re-judged as signed",
+                r.canaries,
+                r.responses,
+                r.leaks,
+                r.refusals,
+                r.usage.map_or("no".to_owned(), |n| n.to_string())
             ));
             Some(summary)
         }

@@ -10,7 +10,10 @@
 //!   a case without must carry none, and each reported leak must be in the response it
 //!   names; a leak in a response outside any case (the credential check) is an error too;
 //! - **refusals**: each answer of `errors.semantics` is re-judged with the probe's own
-//!   rule, and the number of improper ones must equal its `FailureAsSuccess` findings.
+//!   rule, and the number of improper ones must equal its `FailureAsSuccess` findings;
+//! - **usage**: the answers of `usage.consistency` are re-judged with the probe's own
+//!   rule and the case's recorded parameters (and the profile's local tokenizer), and the
+//!   mismatches must be as many as its `UsageMismatch` findings.
 
 use super::{Report, VerifyError};
 use crate::adapter::Exchange;
@@ -25,6 +28,8 @@ pub(super) struct Rechecked {
     pub responses: usize,
     pub leaks: usize,
     pub refusals: usize,
+    /// Usage mismatches re-judged, when the usage case ran.
+    pub usage: Option<usize>,
 }
 
 pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) -> Result<Rechecked, VerifyError> {
@@ -36,6 +41,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let scanner = Scanner::new(canaries);
     let mut leaks: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
+    let mut usage_answers: Vec<(u64, String, Exchange)> = Vec::new();
     let mut responses = 0;
     for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad("transcript", e.to_string()))?;
@@ -51,7 +57,16 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             leaks.entry(case.clone()).or_default().insert((seq, hit.canary.id));
         }
         if case == "errors.semantics" && crate::probe::errors::improper_refusal(&ex).is_some() {
-            *refusals.entry(case).or_default() += 1;
+            *refusals.entry(case.clone()).or_default() += 1;
+        }
+        if case == "usage.consistency" {
+            let prompt = ex
+                .request
+                .body
+                .as_ref()
+                .and_then(|b| b["messages"][0]["content"].as_str())
+                .unwrap_or_default();
+            usage_answers.push((seq, prompt.to_owned(), ex));
         }
     }
     let mut tallied = report.clone();
@@ -69,6 +84,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         ));
     }
     let mut confirmed = 0;
+    let mut usage_checked = None;
     for (case, found) in &leaks {
         if !report.cases.iter().any(|c| &c.id == case) {
             let (seq, id) = found.iter().next().expect("non-empty");
@@ -128,6 +144,28 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             }
             confirmed += 1;
         }
+        if c.id == "usage.consistency" && c.outcome.verdict != Verdict::Skipped {
+            let p: crate::probe::usage::UsageParams =
+                serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+            let answered: Vec<_> = usage_answers.iter().map(|(s, p, e)| (*s, p.as_str(), e)).collect();
+            let (judged, _) = crate::probe::usage::judge(&p, report.vendor.profile.tokenizer, &answered);
+            let signed = c
+                .outcome
+                .findings
+                .iter()
+                .filter(|f| f.code == FindingCode::UsageMismatch)
+                .count();
+            if signed != judged.len() {
+                return Err(bad(
+                    &c.id,
+                    format!(
+                        "{} usage mismatches in the transcript, the report says {signed}",
+                        judged.len()
+                    ),
+                ));
+            }
+            usage_checked = Some(judged.len());
+        }
         if c.id == "errors.semantics" {
             let signed = c
                 .outcome
@@ -149,6 +187,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         responses,
         leaks: confirmed,
         refusals: refusals.values().sum(),
+        usage: usage_checked,
     })
 }
 
