@@ -397,6 +397,7 @@ async fn preflight(session: &Session, origin: &Path) -> Result<(), HarnessError>
             let key = session.key(tenant).expect("a label from the session");
             return Err(ProfileError {
                 origin: origin.to_owned(),
+                line: None,
                 kind: ProfileErrorKind::CredentialRejected {
                     tenant: tenant.to_owned(),
                     env: key.credential_env.clone(),

@@ -83,3 +83,35 @@ pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
 pub(crate) fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
+
+/// The 1-based line of `field` in TOML `text`: `base_url`, `tenants[1].credential_env`
+/// (the second `credential_env` key), `params.lengths`. Used to point errors that no
+/// parser raised (rules) at a line. `None` when the key is not written (a default).
+pub(crate) fn line_of_field(text: &str, field: &str) -> Option<usize> {
+    let (path, key) = field.rsplit_once('.').unwrap_or(("", field));
+    let occurrence = path
+        .rsplit_once('[')
+        .and_then(|(_, i)| i.trim_end_matches(']').parse::<usize>().ok())
+        .unwrap_or(0);
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let line = line.trim_start();
+            line.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .nth(occurrence)
+        .map(|(i, _)| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fields_are_found_on_their_lines() {
+        let text = "name = \"x\"\n[[tenants]]\nlabel = \"a\"\ncredential_env = \"A\"\n[[tenants]]\nlabel = \"b\"\ncredential_env = \"B\"\n";
+        assert_eq!(super::line_of_field(text, "name"), Some(1));
+        assert_eq!(super::line_of_field(text, "tenants[1].credential_env"), Some(7));
+        assert_eq!(super::line_of_field(text, "tenants[0].label"), Some(3));
+        assert_eq!(super::line_of_field(text, "model"), None);
+    }
+}

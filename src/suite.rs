@@ -250,6 +250,9 @@ struct CaseFile {
 pub struct SuiteError {
     /// The file (or folder) at fault.
     pub file: PathBuf,
+    /// The line of the field at fault, where the file writes it (syntax errors carry
+    /// their own line in their message).
+    pub line: Option<usize>,
     /// What is wrong.
     pub kind: SuiteErrorKind,
 }
@@ -288,9 +291,24 @@ pub enum SuiteErrorKind {
     Empty,
 }
 
+impl SuiteErrorKind {
+    /// The field at fault, for rule errors.
+    fn field(&self) -> Option<&str> {
+        match self {
+            SuiteErrorKind::IdMismatch { .. } => Some("id"),
+            SuiteErrorKind::Invalid { field, .. } => Some(field),
+            SuiteErrorKind::Params(ParamsError::Invalid { field, .. }) => Some(field),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for SuiteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "suite file {}: {}", self.file.display(), self.kind)
+        match self.line {
+            Some(line) => write!(f, "suite file {}:{line}: {}", self.file.display(), self.kind),
+            None => write!(f, "suite file {}: {}", self.file.display(), self.kind),
+        }
     }
 }
 
@@ -323,6 +341,7 @@ impl Suite {
             let path = dir.join(&rel);
             let text = std::fs::read_to_string(&path).map_err(|e| SuiteError {
                 file: path.clone(),
+                line: None,
                 kind: SuiteErrorKind::Read(e),
             })?;
             loaded.push((rel, text));
@@ -340,6 +359,7 @@ impl Suite {
             if let Some(name) = rel.strip_prefix(&format!("{ADVISORIES_DIR}/")) {
                 let advisory = parse_advisory(&rel, name, &text).map_err(|kind| SuiteError {
                     file: root.join(&rel),
+                    line: None,
                     kind,
                 })?;
                 advisories.push(advisory);
@@ -347,11 +367,13 @@ impl Suite {
             }
             let case = parse_case(&rel, &text).map_err(|kind| SuiteError {
                 file: root.join(&rel),
+                line: kind.field().and_then(|f| crate::line_of_field(&text, f)),
                 kind,
             })?;
             if !ids.insert(case.id.clone()) {
                 return Err(SuiteError {
                     file: root.join(&rel),
+                    line: None,
                     kind: SuiteErrorKind::Invalid {
                         field: "id",
                         problem: format!("{:?} is used by two files", case.id),
@@ -363,6 +385,7 @@ impl Suite {
         if cases.is_empty() {
             return Err(SuiteError {
                 file: root.to_owned(),
+                line: None,
                 kind: SuiteErrorKind::Empty,
             });
         }
@@ -433,6 +456,7 @@ fn parse_case(rel: &str, text: &str) -> Result<Case, SuiteErrorKind> {
 fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), SuiteError> {
     let read_err = |e| SuiteError {
         file: dir.to_owned(),
+        line: None,
         kind: SuiteErrorKind::Read(e),
     };
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -544,5 +568,9 @@ probe = "isolation.canary-residue"
         .unwrap_err()
         .to_string();
         assert!(e.contains("params.lengths"), "{e}");
+        assert!(
+            e.contains("canary-residue.toml:10: "),
+            "the line of the rule's field: {e}"
+        );
     }
 }

@@ -213,6 +213,9 @@ pub struct TenantKey {
 pub struct ProfileError {
     /// The profile file (or `<embedded sim profile>`).
     pub origin: PathBuf,
+    /// The line of the field at fault, where the file writes it (syntax errors carry
+    /// their own line in their message).
+    pub line: Option<usize>,
     /// What is wrong.
     pub kind: ProfileErrorKind,
 }
@@ -273,7 +276,10 @@ pub enum ProfileErrorKind {
 
 impl fmt::Display for ProfileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "vendor profile {}: {}", self.origin.display(), self.kind)
+        match self.line {
+            Some(line) => write!(f, "vendor profile {}:{line}: {}", self.origin.display(), self.kind),
+            None => write!(f, "vendor profile {}: {}", self.origin.display(), self.kind),
+        }
     }
 }
 
@@ -288,10 +294,16 @@ impl VendorProfile {
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
         let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
             origin: path.to_owned(),
+            line: None,
             kind: ProfileErrorKind::Read(e),
         })?;
         let profile = Self::from_toml(&text, path)?;
-        profile.validate(path)?;
+        profile.validate(path).map_err(|mut e| {
+            if let ProfileErrorKind::Invalid { field, .. } = &e.kind {
+                e.line = crate::line_of_field(&text, field);
+            }
+            e
+        })?;
         Ok(profile)
     }
 
@@ -309,6 +321,7 @@ impl VendorProfile {
     pub fn from_toml(text: &str, origin: &Path) -> Result<Self, ProfileError> {
         toml::from_str(text).map_err(|e| ProfileError {
             origin: origin.to_owned(),
+            line: None,
             kind: ProfileErrorKind::Syntax(e),
         })
     }
@@ -317,6 +330,7 @@ impl VendorProfile {
     pub fn validate(&self, origin: &Path) -> Result<(), ProfileError> {
         let invalid = |field: &str, problem: String, fix: &str| ProfileError {
             origin: origin.to_owned(),
+            line: None,
             kind: ProfileErrorKind::Invalid {
                 field: field.to_owned(),
                 problem,
@@ -423,6 +437,7 @@ impl VendorProfile {
             .map(|t| match lookup(&t.credential_env) {
                 Some(v) if !v.is_empty() && v.chars().count() < MIN_CREDENTIAL_CHARS => Err(ProfileError {
                     origin: origin.to_owned(),
+                    line: None,
                     kind: ProfileErrorKind::ShortCredential {
                         tenant: t.label.clone(),
                         env: t.credential_env.clone(),
@@ -436,6 +451,7 @@ impl VendorProfile {
                 }),
                 _ => Err(ProfileError {
                     origin: origin.to_owned(),
+                    line: None,
                     kind: ProfileErrorKind::MissingCredential {
                         tenant: t.label.clone(),
                         env: t.credential_env.clone(),
@@ -510,6 +526,17 @@ credential_env = "KEY_B"
         assert!(msg.contains("test.toml"), "{msg}");
         assert!(msg.contains("`tenants`"), "{msg}");
         assert!(msg.contains("fix:"), "{msg}");
+    }
+
+    #[test]
+    fn a_rule_error_in_a_file_names_its_line() {
+        let dir = std::env::temp_dir().join(format!("tc-vendor-{}", crate::hex(&crate::random_bytes::<6>())));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.toml");
+        std::fs::write(&path, GOOD.replace("KEY_B", "KEY_A")).unwrap();
+        let msg = VendorProfile::load(&path).unwrap_err().to_string();
+        assert!(msg.contains("p.toml:12: field `tenants[1].credential_env`"), "{msg}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
