@@ -65,10 +65,10 @@ pub struct RunOptions {
 pub enum HarnessError {
     /// The vendor profile is wrong, or the vendor refused a credential.
     #[error(transparent)]
-    Profile(#[from] ProfileError),
+    Profile(Box<ProfileError>),
     /// The suite is wrong.
     #[error(transparent)]
-    Suite(#[from] SuiteError),
+    Suite(Box<SuiteError>),
     /// The signing key could not be made or read.
     #[error("signing key: {0}")]
     Key(#[from] KeyError),
@@ -109,6 +109,18 @@ pub enum HarnessError {
         /// What failed.
         error: String,
     },
+}
+
+impl From<ProfileError> for HarnessError {
+    fn from(e: ProfileError) -> Self {
+        HarnessError::Profile(Box::new(e))
+    }
+}
+
+impl From<SuiteError> for HarnessError {
+    fn from(e: SuiteError) -> Self {
+        HarnessError::Suite(Box::new(e))
+    }
 }
 
 /// Where the run's files went and how it ended.
