@@ -266,7 +266,7 @@ pub enum SuiteErrorKind {
     Read(#[source] std::io::Error),
     /// Malformed TOML, a wrong type, or an unknown field.
     #[error("{0}")]
-    Syntax(#[source] toml::de::Error),
+    Syntax(#[source] Box<toml::de::Error>),
     /// The `id` does not match the file's path.
     #[error("field `id`: {found:?} does not match the file's path; fix: write id = {expected:?} or move the file")]
     IdMismatch {
@@ -402,7 +402,7 @@ impl Suite {
 }
 
 fn parse_advisory(rel: &str, name: &str, text: &str) -> Result<Advisory, SuiteErrorKind> {
-    let mut a: Advisory = toml::from_str(text).map_err(SuiteErrorKind::Syntax)?;
+    let mut a: Advisory = toml::from_str(text).map_err(|e| SuiteErrorKind::Syntax(Box::new(e)))?;
     let expected = name.trim_end_matches(".toml");
     if a.id != expected {
         return Err(SuiteErrorKind::IdMismatch {
@@ -417,7 +417,7 @@ fn parse_advisory(rel: &str, name: &str, text: &str) -> Result<Advisory, SuiteEr
 }
 
 fn parse_case(rel: &str, text: &str) -> Result<Case, SuiteErrorKind> {
-    let raw: CaseFile = toml::from_str(text).map_err(SuiteErrorKind::Syntax)?;
+    let raw: CaseFile = toml::from_str(text).map_err(|e| SuiteErrorKind::Syntax(Box::new(e)))?;
     let expected = rel.trim_end_matches(".toml").replace(['/', '\\'], ".");
     if raw.id != expected {
         return Err(SuiteErrorKind::IdMismatch {

@@ -229,7 +229,7 @@ pub enum ProfileErrorKind {
     Read(#[source] std::io::Error),
     /// The TOML is malformed, a field is missing, has the wrong type, or is unknown.
     #[error("{0}fix: compare with vendors/openai-compatible.example.toml, which shows every field")]
-    Syntax(#[source] toml::de::Error),
+    Syntax(#[source] Box<toml::de::Error>),
     /// A field breaks a rule.
     #[error("field `{field}`: {problem}; fix: {fix}")]
     Invalid {
@@ -322,7 +322,7 @@ impl VendorProfile {
         toml::from_str(text).map_err(|e| ProfileError {
             origin: origin.to_owned(),
             line: None,
-            kind: ProfileErrorKind::Syntax(e),
+            kind: ProfileErrorKind::Syntax(Box::new(e)),
         })
     }
 

@@ -71,7 +71,7 @@ pub enum ParamsError {
     UnknownProbe(String),
     /// A parameter is unknown or has the wrong type.
     #[error("{0}")]
-    Syntax(#[from] toml::de::Error),
+    Syntax(#[source] Box<toml::de::Error>),
     /// A parameter breaks a rule.
     #[error("params.{field}: {problem}")]
     Invalid {
@@ -95,7 +95,9 @@ pub const KINDS: &[&str] = &[
 ];
 
 fn typed<T: serde::de::DeserializeOwned>(params: toml::Table) -> Result<T, ParamsError> {
-    Ok(toml::Value::Table(params).try_into()?)
+    toml::Value::Table(params)
+        .try_into()
+        .map_err(|e| ParamsError::Syntax(Box::new(e)))
 }
 
 impl ProbeSpec {
