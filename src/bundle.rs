@@ -73,9 +73,15 @@ pub enum BundleError {
         /// Why.
         source: std::io::Error,
     },
-    /// The run folder's report does not verify: it is not bundled.
-    #[error("the run's report does not verify: {0}")]
+    /// The report does not verify (in the run folder, or in the bundle).
+    #[error("the report does not verify: {0}")]
     Run(#[from] report::VerifyError),
+    /// A file of the bundle is not what the signed report gives.
+    #[error("{0} is not the signed report's own")]
+    NotOwn(&'static str),
+    /// The public key inside the bundle cannot be read.
+    #[error("the bundle's public key: {0}")]
+    Key(String),
     /// The archive is not a tar archive, or not one tenantcheck wrote.
     #[error("not a bundle: {0}")]
     Archive(String),
@@ -238,4 +244,86 @@ pub fn open(bytes: &[u8]) -> Result<Opened, BundleError> {
         }
     }
     Ok(Opened { files })
+}
+
+/// A bundle whose files match its manifest, whose report verified, and whose declared
+/// facts (and, from the same version, renderings) are the report's own.
+#[derive(Debug)]
+pub struct VerifiedBundle {
+    /// The report, verified.
+    pub report: report::VerifiedReport,
+    /// Whether the key came from the bundle itself (integrity, not who signed).
+    pub key_from_bundle: bool,
+    /// Renderings not compared, because another version made the report.
+    pub unchecked: Vec<&'static str>,
+}
+
+/// Opens and verifies a bundle with `key` (or, when `None`, the key inside it), telling
+/// `on_check` each check that held.
+pub fn verify(
+    bytes: &[u8],
+    key: Option<&ed25519_dalek::VerifyingKey>,
+    challenge: Option<&[u8]>,
+    mut on_check: impl FnMut(String),
+) -> Result<VerifiedBundle, BundleError> {
+    let opened = open(bytes)?;
+    on_check("every file of the bundle matches the manifest's SHA-256".to_owned());
+    let key_from_bundle = key.is_none();
+    let inner;
+    let key = match key {
+        Some(k) => k,
+        None => {
+            use ed25519_dalek::pkcs8::DecodePublicKey;
+            let pem =
+                std::str::from_utf8(opened.file(key::PUBLIC_KEY_FILE)).map_err(|e| BundleError::Key(e.to_string()))?;
+            inner =
+                ed25519_dalek::VerifyingKey::from_public_key_pem(pem).map_err(|e| BundleError::Key(e.to_string()))?;
+            &inner
+        }
+    };
+    let transcript = opened.file(report::TRANSCRIPT_FILE);
+    let verified = report::verify(
+        opened.file(report::ENVELOPE_FILE),
+        key,
+        Some(transcript),
+        challenge,
+        &mut on_check,
+    )?;
+    let r = verified.report();
+    if opened.file(DECLARED_FILE) != declared_json(r).as_slice() {
+        return Err(BundleError::NotOwn(DECLARED_FILE));
+    }
+    let same_version = r.tool.version == crate::TOOL_VERSION;
+    let mut unchecked = Vec::new();
+    let renderings = [
+        (report::JUNIT_FILE, crate::render::junit(r)),
+        (
+            report::HTML_FILE,
+            crate::render::html(r, verified.key_id(), Some(transcript)),
+        ),
+        (report::MARKDOWN_FILE, crate::render::markdown(r, verified.key_id())),
+    ];
+    for (name, own) in renderings {
+        if opened.file(name) == own.as_bytes() {
+            continue;
+        }
+        if same_version {
+            return Err(BundleError::NotOwn(name));
+        }
+        unchecked.push(name);
+    }
+    on_check(if unchecked.is_empty() {
+        "the declared facts, questionnaire and renderings are the signed report's own".to_owned()
+    } else {
+        format!(
+            "the declared facts and questionnaire are the signed report's own; not compared (made by tenantcheck {}): {}",
+            r.tool.version,
+            unchecked.join(", ")
+        )
+    });
+    Ok(VerifiedBundle {
+        report: verified,
+        key_from_bundle,
+        unchecked,
+    })
 }

@@ -534,14 +534,5 @@ fn print_summary(
         envelope.display(),
         public_key.display()
     )?;
-    let t = report.totals;
-    writeln!(
-        out,
-        "verdict:    {} ({} passed, {} failed, {} inconclusive, {} skipped)",
-        report.verdict.label(),
-        t.passed,
-        t.failed,
-        t.inconclusive,
-        t.skipped
-    )
+    writeln!(out, "verdict:    {} ({})", report.verdict.label(), report.totals)
 }

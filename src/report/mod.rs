@@ -194,6 +194,16 @@ pub struct CaseReport {
     pub outcome: Outcome,
 }
 
+impl std::fmt::Display for Totals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} inconclusive, {} skipped",
+            self.passed, self.failed, self.inconclusive, self.skipped
+        )
+    }
+}
+
 impl Report {
     /// Counts verdicts and sets `totals` and `verdict` from `cases`.
     pub fn tally(&mut self) {
