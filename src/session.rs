@@ -29,6 +29,10 @@ pub struct Session {
 struct Registry {
     issued: Vec<Canary>,
     scanner: Option<Scanner>,
+    /// Canary id → the transcript line of the first request that carried it.
+    seeded_in: std::collections::HashMap<String, u64>,
+    /// Issued canaries no request has carried yet (indices into `issued`).
+    pending: Vec<usize>,
 }
 
 /// An exchange as recorded: its transcript sequence number and the exchange.
@@ -88,9 +92,43 @@ impl Session {
     pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
         let c = self.secret.canary(owner, case, index);
         let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        let index = reg.issued.len();
         reg.issued.push(c.clone());
+        reg.pending.push(index);
         reg.scanner = None;
         c
+    }
+
+    /// The transcript line of the first request that carried canary `id`.
+    pub fn seeded_in(&self, id: &str) -> Option<u64> {
+        self.canaries
+            .lock()
+            .expect("canary registry poisoned")
+            .seeded_in
+            .get(id)
+            .copied()
+    }
+
+    /// Notes which pending canaries the request recorded at `seq` carried.
+    fn note_seeding(&self, request: &ChatRequest, seq: u64) {
+        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        if reg.pending.is_empty() {
+            return;
+        }
+        let Registry {
+            issued,
+            seeded_in,
+            pending,
+            ..
+        } = &mut *reg;
+        pending.retain(|&i| {
+            let c = &issued[i];
+            let carried = request.messages.iter().any(|m| m.content.contains(&c.account));
+            if carried {
+                seeded_in.insert(c.id.clone(), seq);
+            }
+            !carried
+        });
     }
 
     /// Canaries of the run not owned by `recipient` found in `text`.
@@ -136,7 +174,9 @@ impl Session {
             let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
             self.provider.chat(&key.secret, request).await
         };
-        self.record(case, tenant, exchange)
+        let sent = self.record(case, tenant, exchange)?;
+        self.note_seeding(request, sent.seq);
+        Ok(sent)
     }
 
     /// Lists models as `tenant` (a credential check) and records it under `case`.

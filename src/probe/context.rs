@@ -430,13 +430,13 @@ impl Boundary<'_> {
                 self.prober, sent.seq, hit.canary.owner, hit.canary.id
             );
             let leak = LeakEvidence {
+                seeded_in: self.ctx.session.seeded_in(&hit.canary.id),
                 canary_id: hit.canary.id,
                 owner: hit.canary.owner,
                 recipient: self.prober.clone(),
                 fragment: hit.fragment,
                 matched: hit.matched,
                 excerpt: hit.excerpt,
-                seeded_in: None,
                 returned_in: sent.seq,
             };
             self.finding(FindingCode::CrossTenantCanary, message, Some(leak));

@@ -24,13 +24,12 @@
 
 use super::ParamsError;
 use crate::adapter::{ChatRequest, Exchange, Message};
-use crate::canary::Canary;
 use crate::outcome::{Coverage, Finding, FindingCode, LeakEvidence, Outcome, Verdict};
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN, Placed, PromptBuilder};
 use crate::session::{Sent, Session, SessionError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Parameters of `isolation.canary-residue`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -107,7 +106,6 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         p,
         case,
         session,
-        seeded_in: HashMap::new(),
         next_index: BTreeMap::new(),
         coverage: Coverage::default(),
         leaks: Vec::new(),
@@ -134,7 +132,6 @@ struct Run<'a> {
     p: &'a CanaryResidueParams,
     case: &'a str,
     session: &'a Session,
-    seeded_in: HashMap<String, u64>,
     next_index: BTreeMap<String, u32>,
     coverage: Coverage,
     leaks: Vec<LeakEvidence>,
@@ -188,8 +185,8 @@ impl Run<'_> {
 
     /// One short request to learn the vendor's characters per token.
     async fn calibrate(&mut self, tenant: &str) -> Result<bool, SessionError> {
-        let (prompt, canaries) = self.prompt(tenant, PromptSize::Records(2));
-        let sent = self.send(tenant, &prompt, &canaries, false).await?;
+        let prompt = self.prompt(tenant, PromptSize::Records(2));
+        let sent = self.send(tenant, &prompt, false).await?;
         let ex = &sent.exchange;
         if !ex.is_success() {
             self.notes.push(format!(
@@ -226,8 +223,8 @@ impl Run<'_> {
     async fn send_records(&mut self, tenant: &str, target: u64, stream: bool) -> Result<Option<u64>, SessionError> {
         let mut target = target;
         for _ in 0..4 {
-            let (prompt, canaries) = self.prompt(tenant, PromptSize::Tokens(target));
-            let sent = self.send(tenant, &prompt, &canaries, stream).await?;
+            let prompt = self.prompt(tenant, PromptSize::Tokens(target));
+            let sent = self.send(tenant, &prompt, stream).await?;
             let ex = &sent.exchange;
             if ex.is_success() {
                 let tokens = match ex.usage {
@@ -262,7 +259,7 @@ impl Run<'_> {
     /// about `t` tokens that opens with up to [`HEAD_RECORDS`] records (what a model
     /// reading it as residue repeats first) and holds [`PLACED_RECORDS`] more at depths
     /// in prose filler.
-    fn prompt(&mut self, tenant: &str, size: PromptSize) -> (String, Vec<Canary>) {
+    fn prompt(&mut self, tenant: &str, size: PromptSize) -> String {
         let session = self.session;
         let next = self.next_index.entry(tenant.to_owned()).or_insert(0);
         let mut issue = || {
@@ -270,7 +267,6 @@ impl Run<'_> {
             *next += 1;
             c
         };
-        let mut canaries = Vec::new();
         let mut head = String::from(INSTRUCTION);
         let (head_records, tokens) = match size {
             PromptSize::Records(n) => (n, None),
@@ -280,12 +276,10 @@ impl Run<'_> {
             }
         };
         for _ in 0..head_records {
-            let c = issue();
-            head.push_str(&c.record());
+            head.push_str(&issue().record());
             head.push('\n');
-            canaries.push(c);
         }
-        let prompt = match tokens {
+        match tokens {
             None => head,
             Some(t) => {
                 let room = self.builder.chars_for(t).saturating_sub(head.len());
@@ -295,32 +289,20 @@ impl Run<'_> {
                     0
                 };
                 let placed: Vec<Placed> = (0..placed_count)
-                    .map(|i| {
-                        let c = issue();
-                        let text = c.record();
-                        canaries.push(c);
-                        Placed {
-                            depth: (i + 1) as f64 / (placed_count + 1) as f64,
-                            text,
-                        }
+                    .map(|i| Placed {
+                        depth: (i + 1) as f64 / (placed_count + 1) as f64,
+                        text: issue().record(),
                     })
                     .collect();
                 self.prompts += 1;
                 let seed = session.secret().seed(tenant, self.case, self.prompts);
                 self.builder.build(t, seed, &head, &placed, "")
             }
-        };
-        (prompt, canaries)
+        }
     }
 
     /// Sends, records, and scans the answer for other tenants' canaries.
-    async fn send(
-        &mut self,
-        tenant: &str,
-        prompt: &str,
-        canaries: &[Canary],
-        stream: bool,
-    ) -> Result<Sent, SessionError> {
+    async fn send(&mut self, tenant: &str, prompt: &str, stream: bool) -> Result<Sent, SessionError> {
         let request = ChatRequest {
             messages: vec![Message::user(prompt)],
             max_tokens: self.p.max_tokens,
@@ -335,16 +317,13 @@ impl Run<'_> {
                 self.coverage.completion_tokens += u.completion_tokens;
             }
         }
-        for c in canaries {
-            self.seeded_in.insert(c.id.clone(), sent.seq);
-        }
         if ex.status.is_some() {
             self.responses += 1;
         }
         for hit in self.session.scan(&ex.returned_text(), tenant) {
             if self.leaked.insert((hit.canary.id.clone(), tenant.to_owned())) {
                 self.leaks.push(LeakEvidence {
-                    seeded_in: self.seeded_in.get(&hit.canary.id).copied(),
+                    seeded_in: self.session.seeded_in(&hit.canary.id),
                     canary_id: hit.canary.id,
                     owner: hit.canary.owner,
                     recipient: tenant.to_owned(),
