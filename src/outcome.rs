@@ -135,6 +135,8 @@ pub enum FindingCode {
     DeclaredPoolBelowContext,
     /// The declared engine version is affected by a known advisory (T9).
     AffectedByAdvisory,
+    /// A stored object of one tenant was read or used with another tenant's key (T10).
+    CrossTenantObject,
     /// The probe itself failed: a bug in tenantcheck, not in the vendor.
     ToolBug,
 }

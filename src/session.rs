@@ -189,6 +189,32 @@ impl Session {
         self.record(case, tenant, exchange)
     }
 
+    /// Creates a stored object as `tenant` and records it under `case`.
+    pub async fn store(
+        &self,
+        case: &str,
+        tenant: &str,
+        input: &str,
+        previous: Option<&str>,
+    ) -> Result<Sent, SessionError> {
+        let key = self.key(tenant)?;
+        let exchange = {
+            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+            self.provider.store(&key.secret, input, previous).await
+        };
+        self.record(case, tenant, exchange)
+    }
+
+    /// Fetches stored object `id` as `tenant` and records it under `case`.
+    pub async fn fetch_stored(&self, case: &str, tenant: &str, id: &str) -> Result<Sent, SessionError> {
+        let key = self.key(tenant)?;
+        let exchange = {
+            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+            self.provider.fetch_stored(&key.secret, id).await
+        };
+        self.record(case, tenant, exchange)
+    }
+
     /// Sends a request the vendor must refuse, as `tenant`, and records it under `case`.
     pub async fn invalid(
         &self,

@@ -35,6 +35,10 @@ pub const BUILTIN_FILES: &[(&str, &str)] = &[
         "isolation/canary-residue.toml",
         include_str!("../suite/isolation/canary-residue.toml"),
     ),
+    (
+        "objects/cross-tenant.toml",
+        include_str!("../suite/objects/cross-tenant.toml"),
+    ),
     ("stream/integrity.toml", include_str!("../suite/stream/integrity.toml")),
     (
         "usage/consistency.toml",

@@ -43,6 +43,11 @@ pub struct VendorProfile {
     /// How many requests may be in flight at once, over all tenants.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
+    /// Whether the API stores responses (the OpenAI Responses API's `store`, `GET
+    /// /responses/{id}`, `previous_response_id`); `objects.cross-tenant` is skipped
+    /// without them.
+    #[serde(default)]
+    pub stored_responses: bool,
     /// A tokenizer tenantcheck has built in that counts exactly as the vendor's does;
     /// prompts are then sized by it instead of by the vendor's reported usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -83,8 +83,14 @@ const ROWS: &[Row] = &[
     Row {
         name: "error-as-200",
         flags: &["--fault", "error-as-200"],
-        fail: &["context.boundary", "errors.semantics"],
-        why: "refusals become empty 200s: wrong requests and prompts past the context look accepted",
+        fail: &["context.boundary", "errors.semantics", "objects.cross-tenant"],
+        why: "refusals become empty 200s: wrong requests, prompts past the context and other tenants' object ids look accepted",
+    },
+    Row {
+        name: "object-idor",
+        flags: &["--fault", "object-idor"],
+        fail: &["objects.cross-tenant"],
+        why: "stored responses readable and continuable with any tenant's key",
     },
     Row {
         name: "stream-no-error-frame",

@@ -33,6 +33,19 @@ pub trait Provider: Send + Sync {
     /// the credential is accepted.
     fn list_models<'a>(&'a self, credential: &'a Secret) -> BoxFuture<'a, Exchange>;
 
+    /// Creates a stored object (a stored response) holding `input`, optionally
+    /// continuing the stored response `previous`; the new object's id is in the
+    /// exchange's `object_id`.
+    fn store<'a>(
+        &'a self,
+        credential: &'a Secret,
+        input: &'a str,
+        previous: Option<&'a str>,
+    ) -> BoxFuture<'a, Exchange>;
+
+    /// Fetches the stored object `id`.
+    fn fetch_stored<'a>(&'a self, credential: &'a Secret, id: &'a str) -> BoxFuture<'a, Exchange>;
+
     /// Sends a request that is wrong in the way `kind` says, in this API's dialect;
     /// the vendor must refuse it.
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange>;
@@ -132,6 +145,9 @@ pub struct Exchange {
     /// Set when no complete answer arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport_error: Option<TransportError>,
+    /// The id of a stored object the answer created or returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<String>,
     /// How long it took.
     pub timings: Timings,
 }

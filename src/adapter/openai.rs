@@ -152,6 +152,40 @@ impl Provider for OpenAiChat {
         Box::pin(self.send(credential, recorded))
     }
 
+    fn store<'a>(
+        &'a self,
+        credential: &'a Secret,
+        input: &'a str,
+        previous: Option<&'a str>,
+    ) -> BoxFuture<'a, Exchange> {
+        let mut body = json!({ "model": self.model, "input": input, "store": true, "max_output_tokens": 96 });
+        if let Some(id) = previous {
+            body["previous_response_id"] = json!(id);
+        }
+        let recorded = RecordedRequest {
+            method: "POST".into(),
+            url: format!("{}/responses", self.base_url),
+            body: Some(body),
+            raw: false,
+        };
+        Box::pin(self.send(credential, recorded))
+    }
+
+    fn fetch_stored<'a>(&'a self, credential: &'a Secret, id: &'a str) -> BoxFuture<'a, Exchange> {
+        // An id is the vendor's: keep it to one path segment.
+        let id: String = id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            .collect();
+        let recorded = RecordedRequest {
+            method: "GET".into(),
+            url: format!("{}/responses/{id}", self.base_url),
+            body: None,
+            raw: false,
+        };
+        Box::pin(self.send(credential, recorded))
+    }
+
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange> {
         let ask = ChatRequest {
             messages: vec![super::Message::user("Say hello.")],
@@ -216,6 +250,17 @@ fn read_completion(v: &Value, ex: &mut Exchange) {
         }
         ex.finish_reason = choice["finish_reason"].as_str().map(str::to_owned);
     }
+    // A Responses API object: its text, and its id for later reference.
+    if v["object"] == "response" {
+        for item in v["output"].as_array().into_iter().flatten() {
+            for part in item["content"].as_array().into_iter().flatten() {
+                if let Some(text) = part["text"].as_str() {
+                    ex.content.push_str(text);
+                }
+            }
+        }
+        ex.object_id = v["id"].as_str().map(str::to_owned);
+    }
     read_usage(v, ex);
     read_error(v, ex);
 }
@@ -236,7 +281,9 @@ fn read_chunk(v: &Value, ex: &mut Exchange) {
 
 fn read_usage(v: &Value, ex: &mut Exchange) {
     let u = &v["usage"];
-    if let (Some(p), Some(c)) = (u["prompt_tokens"].as_u64(), u["completion_tokens"].as_u64()) {
+    let prompt = u["prompt_tokens"].as_u64().or(u["input_tokens"].as_u64());
+    let completion = u["completion_tokens"].as_u64().or(u["output_tokens"].as_u64());
+    if let (Some(p), Some(c)) = (prompt, completion) {
         ex.usage = Some(Usage {
             prompt_tokens: p,
             completion_tokens: c,

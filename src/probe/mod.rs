@@ -10,6 +10,7 @@ pub mod context;
 pub mod declared;
 pub mod errors;
 pub mod isolation;
+pub mod objects;
 pub mod stream;
 pub mod usage;
 
@@ -54,6 +55,9 @@ pub enum ProbeSpec {
     /// `stream.integrity` (T8).
     #[serde(rename = "stream.integrity")]
     Stream(stream::StreamParams),
+    /// `objects.cross-tenant` (T10).
+    #[serde(rename = "objects.cross-tenant")]
+    Objects(objects::ObjectsParams),
     /// `declared.kv-pool` (T9).
     #[serde(rename = "declared.kv-pool")]
     KvPool(declared::NoParams),
@@ -92,6 +96,7 @@ pub const KINDS: &[&str] = &[
     "stream.integrity",
     "declared.kv-pool",
     "declared.advisories",
+    "objects.cross-tenant",
 ];
 
 fn typed<T: serde::de::DeserializeOwned>(params: toml::Table) -> Result<T, ParamsError> {
@@ -112,6 +117,7 @@ impl ProbeSpec {
             "stream.integrity" => ProbeSpec::Stream(typed(params)?),
             "declared.kv-pool" => ProbeSpec::KvPool(typed(params)?),
             "declared.advisories" => ProbeSpec::Advisories(typed(params)?),
+            "objects.cross-tenant" => ProbeSpec::Objects(typed(params)?),
             other => return Err(ParamsError::UnknownProbe(other.to_owned())),
         };
         match &spec {
@@ -135,6 +141,7 @@ impl ProbeSpec {
             ProbeSpec::Stream(_) => "stream.integrity",
             ProbeSpec::KvPool(_) => "declared.kv-pool",
             ProbeSpec::Advisories(_) => "declared.advisories",
+            ProbeSpec::Objects(_) => "objects.cross-tenant",
         }
     }
 }
@@ -150,6 +157,7 @@ pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
         ProbeSpec::Stream(p) => stream::integrity(p, ctx).await,
         ProbeSpec::KvPool(_) => Ok(declared::kv_pool(ctx)),
         ProbeSpec::Advisories(_) => Ok(declared::advisories(ctx)),
+        ProbeSpec::Objects(p) => objects::cross_tenant(p, ctx).await,
     };
     result.unwrap_or_else(|e| Outcome {
         verdict: Verdict::Inconclusive,

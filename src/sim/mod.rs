@@ -9,7 +9,9 @@
 //! - [`model`]: a toy model that answers only from the KV pages its request holds;
 //! - the engine, which admits requests, writes and reads pages and runs the model;
 //! - the HTTP front end: `GET /v1/models`, `POST /v1/chat/completions` (streaming and
-//!   not), bearer keys mapped to tenants, OpenAI-style error bodies.
+//!   not), stored responses (`POST /v1/responses` with `store` and
+//!   `previous_response_id`, `GET /v1/responses/{id}`, each readable by its owner only),
+//!   bearer keys mapped to tenants, OpenAI-style error bodies.
 //!
 //! A leak in the sim is never printed on purpose: it happens only when a fault makes
 //! the engine skip a write, so that the model reads what earlier requests left in
@@ -57,6 +59,9 @@ pub enum Fault {
     /// Streams fail half-way through their answer and just end: no error frame, no
     /// finish reason, no `[DONE]`.
     StreamNoErrorFrame,
+    /// Stored responses are readable, and usable as `previous_response_id`, by any
+    /// tenant that has their id.
+    ObjectIdor,
 }
 
 impl Fault {
@@ -69,6 +74,7 @@ impl Fault {
         Fault::UsageMisreport,
         Fault::ErrorAs200,
         Fault::StreamNoErrorFrame,
+        Fault::ObjectIdor,
     ];
 
     /// The fault's name on the command line.
@@ -81,6 +87,7 @@ impl Fault {
             Fault::UsageMisreport => "usage-misreport",
             Fault::ErrorAs200 => "error-as-200",
             Fault::StreamNoErrorFrame => "stream-no-error-frame",
+            Fault::ObjectIdor => "object-idor",
         }
     }
 }

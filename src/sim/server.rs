@@ -14,7 +14,16 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+/// A stored response: whose it is, and the conversation so far.
+struct Stored {
+    owner: String,
+    /// The prompt text it answered (including any previous responses it continued).
+    input: String,
+    output: String,
+}
+
 struct Sim {
+    stored: std::sync::Mutex<HashMap<String, Stored>>,
     model: String,
     context: usize,
     engine: Engine,
@@ -26,6 +35,7 @@ struct Sim {
 
 pub(super) fn router(config: SimConfig) -> Router {
     let sim = Sim {
+        stored: Default::default(),
         engine: Engine::new(&config),
         faults: config.faults.clone(),
         truncate_to: config.truncate_to(),
@@ -40,6 +50,8 @@ pub(super) fn router(config: SimConfig) -> Router {
     Router::new()
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(create_response))
+        .route("/v1/responses/{id}", get(get_response))
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -339,6 +351,137 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
         Err(e @ EngineError::TooLarge(_)) => {
             let msg = format!("This request exceeds the model's KV cache: {e}.");
             sim.refuse(delivery, bad, "context_length_exceeded", &msg)
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ResponseBody {
+    model: String,
+    input: String,
+    #[serde(default = "yes")]
+    store: bool,
+    #[serde(default)]
+    previous_response_id: Option<String>,
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Sim {
+    /// The stored response `id`, if `tenant` may see it: its owner only, or anyone with
+    /// `object-idor`.
+    fn stored_for(&self, id: &str, tenant: &str) -> Option<(String, String)> {
+        let stored = self.stored.lock().expect("store lock poisoned");
+        let s = stored.get(id)?;
+        (s.owner == tenant || self.has(Fault::ObjectIdor)).then(|| (s.input.clone(), s.output.clone()))
+    }
+
+    fn response_json(&self, id: &str, output: &str, usage: Option<(usize, usize)>) -> Value {
+        let mut v = json!({
+            "id": id, "object": "response", "status": "completed", "model": self.model,
+            "output": [{ "type": "message", "role": "assistant",
+                         "content": [{ "type": "output_text", "text": output }] }],
+        });
+        if let Some((i, o)) = usage {
+            v["usage"] = json!({ "input_tokens": i, "output_tokens": o, "total_tokens": i + o });
+        }
+        v
+    }
+}
+
+async fn create_response(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> Response {
+    let tenant = match sim.tenant(&headers) {
+        Ok(t) => t.to_owned(),
+        Err(r) => return r.into_response(),
+    };
+    let plain = Delivery {
+        stream: false,
+        include_usage: false,
+    };
+    let bad = StatusCode::BAD_REQUEST;
+    let req: ResponseBody = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return sim.refuse(plain, bad, "invalid_request", &format!("Invalid body: {e}")),
+    };
+    if req.model != sim.model {
+        let msg = format!("The model `{}` does not exist.", req.model);
+        return sim.refuse(plain, StatusCode::NOT_FOUND, "model_not_found", &msg);
+    }
+    let mut input = String::new();
+    if let Some(prev) = &req.previous_response_id {
+        match sim.stored_for(prev, &tenant) {
+            Some((i, o)) => {
+                input.push_str(&i);
+                input.push_str(&format!("<|assistant|>\n{o}\n"));
+            }
+            None => {
+                let msg = format!("Previous response with id '{prev}' not found.");
+                return sim.refuse(plain, StatusCode::NOT_FOUND, "previous_response_not_found", &msg);
+            }
+        }
+    }
+    input.push_str(&format!("<|user|>\n{}\n", req.input));
+    let prompt = format!("{input}<|assistant|>\n");
+    let tokens: Vec<&str> = tokenizer::tokens(&prompt).collect();
+    let max_tokens = req
+        .max_output_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS)
+        .clamp(1, sim.context as u64) as usize;
+    if tokens.len() + max_tokens > sim.context {
+        return sim.refuse(
+            plain,
+            bad,
+            "context_length_exceeded",
+            "The conversation exceeds the context window.",
+        );
+    }
+    let g = match sim.engine.generate(&tokens, max_tokens).await {
+        Ok(g) => g,
+        Err(e) => {
+            return sim.refuse(
+                plain,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_overloaded",
+                &e.to_string(),
+            );
+        }
+    };
+    let id = format!("resp_{}", crate::hex(&crate::random_bytes::<12>()));
+    if req.store {
+        sim.stored.lock().expect("store lock poisoned").insert(
+            id.clone(),
+            Stored {
+                owner: tenant,
+                input,
+                output: g.text.clone(),
+            },
+        );
+    }
+    axum::Json(sim.response_json(&id, &g.text, Some((g.prompt_tokens, g.completion_tokens)))).into_response()
+}
+
+async fn get_response(
+    State(sim): State<Arc<Sim>>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let tenant = match sim.tenant(&headers) {
+        Ok(t) => t.to_owned(),
+        Err(r) => return r.into_response(),
+    };
+    match sim.stored_for(&id, &tenant) {
+        Some((_, output)) => axum::Json(sim.response_json(&id, &output, None)).into_response(),
+        None => {
+            let plain = Delivery {
+                stream: false,
+                include_usage: false,
+            };
+            let msg = format!("Response with id '{id}' not found.");
+            sim.refuse(plain, StatusCode::NOT_FOUND, "not_found", &msg)
         }
     }
 }
