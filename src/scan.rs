@@ -45,7 +45,7 @@ impl Scanner {
         let mut texts = Vec::new();
         for (i, c) in canaries.iter().enumerate() {
             for (fragment, text) in c.fragments() {
-                let (skeleton, _) = normalise(&text);
+                let skeleton = normalise(&text, |_, _| {});
                 texts.push(skeleton);
                 patterns.push((i, fragment));
             }
@@ -78,19 +78,32 @@ impl Scanner {
         let Some(matcher) = &self.matcher else {
             return Vec::new();
         };
-        let (skeleton, spans) = normalise(text);
+        let skeleton = normalise(text, |_, _| {});
         let mut best: Vec<Option<(Fragment, usize, usize)>> = vec![None; self.canaries.len()];
         for m in matcher.find_iter(&skeleton) {
             let (ci, fragment) = self.patterns[m.pattern().as_usize()];
             if self.canaries[ci].owner == recipient {
                 continue;
             }
-            let start = spans[m.start()].0;
-            let end = spans[m.end() - 1].1;
             if best[ci].is_none_or(|(f, _, _)| fragment > f) {
-                best[ci] = Some((fragment, start, end));
+                best[ci] = Some((fragment, m.start(), m.end()));
             }
         }
+        // Hits are rare: only now map skeleton positions back to the original text.
+        let wanted: std::collections::HashSet<usize> =
+            best.iter().flatten().flat_map(|&(_, s, e)| [s, e - 1]).collect();
+        let mut spans = std::collections::HashMap::new();
+        if !wanted.is_empty() {
+            normalise(text, |pos, span| {
+                if wanted.contains(&pos) {
+                    spans.insert(pos, span);
+                }
+            });
+        }
+        let best: Vec<Option<(Fragment, usize, usize)>> = best
+            .into_iter()
+            .map(|b| b.map(|(f, s, e)| (f, spans[&s].0, spans[&(e - 1)].1)))
+            .collect();
         best.into_iter()
             .enumerate()
             .filter_map(|(ci, b)| {
@@ -106,28 +119,39 @@ impl Scanner {
     }
 }
 
-/// The normalised view of `text`, and for each of its bytes the span of the original
-/// character it came from.
-fn normalise(text: &str) -> (String, Vec<(usize, usize)>) {
-    let mut skeleton = String::with_capacity(text.len());
-    let mut spans = Vec::with_capacity(text.len());
-    for (at, ch) in text.char_indices() {
-        let span = (at, at + ch.len_utf8());
-        let mut keep = |c: char| {
+/// The normalised view of `text`; `at(pos, span)` is told, for each byte of it, the
+/// span of the original character it came from. ASCII text, the common case, takes a
+/// fast path of one comparison per byte.
+fn normalise(text: &str, mut at: impl FnMut(usize, (usize, usize))) -> String {
+    let mut skeleton = Vec::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii() {
+            if b.is_ascii_alphanumeric() {
+                at(skeleton.len(), (i, i + 1));
+                skeleton.push(b.to_ascii_lowercase());
+            }
+            i += 1;
+            continue;
+        }
+        let ch = text[i..].chars().next().expect("a character starts here");
+        let span = (i, i + ch.len_utf8());
+        unicode_normalization::char::decompose_compatible(ch, |c| {
             for lc in c.to_lowercase() {
                 if lc.is_alphanumeric() {
-                    skeleton.push(lc);
-                    spans.extend(std::iter::repeat_n(span, lc.len_utf8()));
+                    let mut buf = [0u8; 4];
+                    for &byte in lc.encode_utf8(&mut buf).as_bytes() {
+                        at(skeleton.len(), span);
+                        skeleton.push(byte);
+                    }
                 }
             }
-        };
-        if ch.is_ascii() {
-            keep(ch);
-        } else {
-            unicode_normalization::char::decompose_compatible(ch, keep);
-        }
+        });
+        i = span.1;
     }
-    (skeleton, spans)
+    String::from_utf8(skeleton).expect("built from whole characters")
 }
 
 fn excerpt(text: &str, start: usize, end: usize) -> String {
