@@ -42,7 +42,7 @@ impl Schema {
     /// The schema.
     pub fn generate(self) -> Value {
         let mut schema = match self {
-            Schema::Report => of::<crate::report::Report>(),
+            Schema::Report => written::<crate::report::Report>(),
             Schema::Vendor => of::<crate::vendor::VendorProfile>(),
             Schema::Advisory => of::<Advisory>(),
             Schema::Case => case(),
@@ -59,7 +59,14 @@ impl Schema {
     }
 }
 
+/// The schema of a file tenantcheck reads: fields with defaults are optional.
 fn of<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12().for_deserialize().into_generator();
+    generator.into_root_schema_for::<T>().to_value()
+}
+
+/// The schema of a file tenantcheck writes: what it writes is always there.
+fn written<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12().for_serialize().into_generator();
     generator.into_root_schema_for::<T>().to_value()
 }
