@@ -28,7 +28,13 @@ mark{background:#ffd54f;padding:0 .1em}.cols{display:grid;grid-template-columns:
 /// Renders the report; `transcript` (the run's `transcript.jsonl`) adds the seeding
 /// request to each leak.
 pub fn html(report: &Report, key_id: &str, transcript: Option<&[u8]>) -> String {
-    let requests = transcript.map(requests_by_seq).unwrap_or_default();
+    let seeding: Vec<u64> = report
+        .cases
+        .iter()
+        .flat_map(|c| &c.outcome.findings)
+        .filter_map(|f| f.leak.as_ref()?.seeded_in)
+        .collect();
+    let requests = transcript.map(|t| requests_by_seq(t, &seeding)).unwrap_or_default();
     let secret = RunSecret::from_hex(&report.run_secret.revealed);
     let mut h = String::new();
     let verdict = report.verdict;
@@ -239,16 +245,16 @@ fn canary_of(secret: &RunSecret, id: &str) -> Option<String> {
     Some(secret.canary(owner, case, index.parse().ok()?).record())
 }
 
-/// The first message of each chat request in the transcript, by sequence number.
-fn requests_by_seq(transcript: &[u8]) -> BTreeMap<u64, String> {
-    transcript
-        .split(|&b| b == b'\n')
-        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
-        .filter_map(|v| {
-            let content = v["exchange"]["request"]["body"]["messages"][0]["content"]
-                .as_str()?
-                .to_owned();
-            Some((v["seq"].as_u64()?, content))
+/// The first message of the chat requests at these sequence numbers. A transcript's
+/// line `n` (from 0) holds `seq` n, so only those lines are parsed.
+fn requests_by_seq(transcript: &[u8], wanted: &[u64]) -> BTreeMap<u64, String> {
+    let lines: Vec<&[u8]> = transcript.split(|&b| b == b'\n').collect();
+    wanted
+        .iter()
+        .filter_map(|&seq| {
+            let v: serde_json::Value = serde_json::from_slice(lines.get(seq as usize)?).ok()?;
+            let content = v["exchange"]["request"]["body"]["messages"][0]["content"].as_str()?;
+            (v["seq"].as_u64() == Some(seq)).then(|| (seq, content.to_owned()))
         })
         .collect()
 }
