@@ -237,13 +237,17 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         tenant: "-".into(),
         error: e.to_string(),
     })?;
-    let session = Arc::new(Session::new(
-        profile.clone(),
-        Arc::new(provider),
-        tenants,
-        transcript.clone(),
-        secret.clone(),
-    ));
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let session = Arc::new(
+        Session::new(
+            profile.clone(),
+            Arc::new(provider),
+            tenants,
+            transcript.clone(),
+            secret.clone(),
+        )
+        .with_progress(progress),
+    );
     let origin = opts
         .vendor
         .clone()
@@ -293,6 +297,9 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let mut trial_args = opts.trials.clone();
     trial_args.test_threads.get_or_insert(1);
     let _ = libtest_mimic::run(&trial_args, trials);
+    if progress {
+        eprint!("\r\x1b[2K");
+    }
 
     let mut results = std::mem::take(&mut *results.lock().expect("results lock poisoned"));
     let cases = suite

@@ -22,6 +22,7 @@ pub struct Session {
     secret: RunSecret,
     in_flight: Semaphore,
     canaries: std::sync::Mutex<Registry>,
+    progress: bool,
 }
 
 /// Every canary issued in the run, and a scanner over them (rebuilt when stale).
@@ -74,6 +75,7 @@ impl Session {
             secret,
             in_flight: Semaphore::new(permits),
             canaries: Default::default(),
+            progress: false,
         }
     }
 
@@ -241,6 +243,21 @@ impl Session {
 
     fn record(&self, case: &str, tenant: &str, exchange: Exchange) -> Result<Sent, SessionError> {
         let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
+        if self.progress {
+            // One line, rewritten in place: long cases show they are moving. No
+            // credential can be in it: labels, numbers and the status only.
+            let status = exchange.status.map_or("no answer".to_owned(), |s| format!("HTTP {s}"));
+            eprint!(
+                "\r\x1b[2K  {case}: request #{seq} as {tenant}: {status} in {:.0} ms",
+                exchange.timings.total_ms
+            );
+        }
         Ok(Sent { seq, exchange })
+    }
+
+    /// Shows a progress line on standard error for every request (for terminals).
+    pub fn with_progress(mut self, progress: bool) -> Self {
+        self.progress = progress;
+        self
     }
 }
