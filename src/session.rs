@@ -171,24 +171,14 @@ impl Session {
 
     /// Sends a chat request as `tenant` and records it under `case`.
     pub async fn chat(&self, case: &str, tenant: &str, request: &ChatRequest) -> Result<Sent, SessionError> {
-        let key = self.key(tenant)?;
-        let exchange = {
-            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-            self.provider.chat(&key.secret, request).await
-        };
-        let sent = self.record(case, tenant, exchange)?;
+        let sent = self.call(case, tenant, |p, key| p.chat(key, request)).await?;
         self.note_seeding(request, sent.seq);
         Ok(sent)
     }
 
     /// Lists models as `tenant` (a credential check) and records it under `case`.
     pub async fn list_models(&self, case: &str, tenant: &str) -> Result<Sent, SessionError> {
-        let key = self.key(tenant)?;
-        let exchange = {
-            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-            self.provider.list_models(&key.secret).await
-        };
-        self.record(case, tenant, exchange)
+        self.call(case, tenant, |p, key| p.list_models(key)).await
     }
 
     /// Creates a stored object as `tenant` and records it under `case`.
@@ -199,22 +189,12 @@ impl Session {
         input: &str,
         previous: Option<&str>,
     ) -> Result<Sent, SessionError> {
-        let key = self.key(tenant)?;
-        let exchange = {
-            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-            self.provider.store(&key.secret, input, previous).await
-        };
-        self.record(case, tenant, exchange)
+        self.call(case, tenant, |p, key| p.store(key, input, previous)).await
     }
 
     /// Fetches stored object `id` as `tenant` and records it under `case`.
     pub async fn fetch_stored(&self, case: &str, tenant: &str, id: &str) -> Result<Sent, SessionError> {
-        let key = self.key(tenant)?;
-        let exchange = {
-            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-            self.provider.fetch_stored(&key.secret, id).await
-        };
-        self.record(case, tenant, exchange)
+        self.call(case, tenant, |p, key| p.fetch_stored(key, id)).await
     }
 
     /// Sends a request the vendor must refuse, as `tenant`, and records it under `case`.
@@ -225,10 +205,21 @@ impl Session {
         kind: InvalidRequest,
         stream: bool,
     ) -> Result<Sent, SessionError> {
+        self.call(case, tenant, |p, key| p.invalid(key, kind, stream)).await
+    }
+
+    /// The one path to the vendor: the tenant's key, a concurrency permit, the
+    /// provider call, and the transcript line.
+    async fn call<'a>(
+        &'a self,
+        case: &str,
+        tenant: &str,
+        request: impl FnOnce(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
+    ) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
         let exchange = {
             let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-            self.provider.invalid(&key.secret, kind, stream).await
+            request(self.provider.as_ref(), &key.secret).await
         };
         self.record(case, tenant, exchange)
     }
