@@ -445,6 +445,7 @@ fn tool_bug(panic: &Box<dyn std::any::Any + Send>) -> Outcome {
             leak: None,
         }],
         sweep: Vec::new(),
+        timing: Vec::new(),
     }
 }
 

@@ -5,12 +5,13 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 use tenantcheck::credential::Secret;
 use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
 use tenantcheck::report::{self, key};
 use tenantcheck::schema::Schema;
-use tenantcheck::sim::{Disaggregation, Fault, SimConfig, SimServer};
+use tenantcheck::sim::{Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
 /// long-context admission, with signed evidence reports.
@@ -150,6 +151,22 @@ struct SimArgs {
     /// The model name to serve.
     #[arg(long, default_value = "sim-1")]
     model: String,
+    /// Who shares the prompt-prefix cache.
+    #[arg(long, value_enum, default_value = "per-tenant")]
+    prefix_cache: PrefixCacheScope,
+    /// Prefill time per uncached prompt token, in nanoseconds.
+    #[arg(long, default_value_t = tenantcheck::sim::DEFAULT_PREFILL_PER_TOKEN.as_nanos() as u64)]
+    prefill_ns_per_token: u64,
+    /// Time between two streamed tokens (one decode step), in microseconds.
+    #[arg(long, default_value_t = tenantcheck::sim::DEFAULT_DECODE_STEP.as_micros() as u64)]
+    decode_step_us: u64,
+    /// Requests decoded at once; more wait for a slot.
+    #[arg(long, default_value_t = tenantcheck::sim::DEFAULT_BATCH)]
+    batch: usize,
+    /// No latency model: no prefill time, no decode steps (for benchmarks of the
+    /// harness itself). Overrides --prefill-ns-per-token and --decode-step-us.
+    #[arg(long)]
+    no_delay: bool,
     /// A tenant as LABEL=ENV: its API key is read from environment variable ENV.
     /// Default: a=TENANTCHECK_KEY_A and b=TENANTCHECK_KEY_B, as in vendors/sim.toml.
     #[arg(long = "tenant", value_name = "LABEL=ENV")]
@@ -286,6 +303,10 @@ fn sim(args: SimArgs) -> u8 {
         stale_above: args.stale_above,
         truncate_to: args.truncate_to,
         tenants,
+        prefix_cache: args.prefix_cache,
+        prefill_per_token: Duration::from_nanos(if args.no_delay { 0 } else { args.prefill_ns_per_token }),
+        decode_step: Duration::from_micros(if args.no_delay { 0 } else { args.decode_step_us }),
+        batch: args.batch,
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -304,10 +325,11 @@ fn sim(args: SimArgs) -> u8 {
         };
         let faults: Vec<&str> = config.faults.iter().map(|f| f.name()).collect();
         let summary = format!(
-            "model {}, context {}, {pools}, {}-token pages, faults: {}",
+            "model {}, context {}, {pools}, {}-token pages, prefix cache {}, faults: {}",
             config.model,
             config.context,
             config.page_tokens,
+            config.prefix_cache().name(),
             if faults.is_empty() {
                 "none".to_owned()
             } else {

@@ -46,6 +46,68 @@ pub struct Outcome {
     /// For length searches: each prompt length tried and how the vendor handled it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<SweepPoint>,
+    /// For timing tests: each level tested, with every raw timing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timing: Vec<TimingLevel>,
+}
+
+/// One level of a prefix-cache timing test: which key sent a prompt, which key then
+/// sent a prompt sharing its prefix (hit arm) or a fresh one (miss arm), and what
+/// the times to answer say.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TimingLevel {
+    /// `same key` (the control), `same organisation` or `other organisation`.
+    pub level: String,
+    /// The tenant that sent each prefix first.
+    pub victim: String,
+    /// The tenant that then sent the hit and miss arms.
+    pub attacker: String,
+    /// A pair counts as faster when miss − hit exceeds this many milliseconds (0 for
+    /// the control; half the control's median speed-up for the others).
+    pub threshold_ms: f64,
+    /// Every pair, in order.
+    pub pairs: Vec<TimingPair>,
+    /// What the level decided.
+    pub decision: CacheDecision,
+    /// log10 of the sequential test's evidence against "no speed-up" and against "a
+    /// speed-up"; a decision needs log10(1/α).
+    pub log10_evidence: [f64; 2],
+    /// Pairs in which the vendor reported cached prompt tokens for both arms.
+    pub cached_reported: u32,
+    /// Of those, pairs whose hit arm was reported cached for at least half the shared
+    /// prefix beyond the miss arm: the vendor's own word that the prefix was reused.
+    pub cached_prefix: u32,
+}
+
+/// One hit/miss pair of a timing test.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TimingPair {
+    /// Milliseconds to the answer of the prompt sharing the prefix.
+    pub hit_ms: f64,
+    /// Milliseconds to the answer of the fresh prompt.
+    pub miss_ms: f64,
+    /// The hit arm's transcript line.
+    pub hit_seq: u64,
+    /// The miss arm's transcript line.
+    pub miss_seq: u64,
+}
+
+/// What one timing level decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheDecision {
+    /// Control: repeating a prefix with the same key is faster: a cache exists.
+    CacheObserved,
+    /// Control: no speed-up of the tested size: no cache to test sharing with.
+    NoCacheObserved,
+    /// Another key's prefix is served from cache.
+    Shared,
+    /// Shared, within the scope the vendor declares.
+    SharedAsDeclared,
+    /// Another key's prefix is not served from cache.
+    NotShared,
+    /// The pair budget ran out before the test decided.
+    Undecided,
 }
 
 /// One prompt length a probe tried.
@@ -82,6 +144,7 @@ impl Outcome {
             coverage: Coverage::default(),
             findings: Vec::new(),
             sweep: Vec::new(),
+            timing: Vec::new(),
         }
     }
 }
@@ -137,6 +200,12 @@ pub enum FindingCode {
     AffectedByAdvisory,
     /// A stored object of one tenant was read or used with another tenant's key (T10).
     CrossTenantObject,
+    /// An answer held another request's nonce: responses were crossed between
+    /// requests under concurrency or cancellation (T6).
+    ResponseMisrouted,
+    /// A prompt prefix one key sent was served from cache to another key, beyond what
+    /// the vendor declares (T7).
+    SharedPrefixCache,
     /// The probe itself failed: a bug in tenantcheck, not in the vendor.
     ToolBug,
 }

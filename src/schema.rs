@@ -7,7 +7,7 @@
 //! refused), so a file the loader accepts is one the schema accepts; the loader's
 //! errors name the file, the line and the field.
 
-use crate::probe::{context, declared, errors, isolation, objects, stream, usage};
+use crate::probe::{cache, concurrency, context, declared, errors, isolation, objects, stream, usage};
 use crate::suite::{Advisory, Severity, Threat};
 use schemars::{JsonSchema, generate::SchemaSettings};
 use serde_json::{Value, json};
@@ -103,6 +103,8 @@ fn case() -> Value {
         ("declared.kv-pool", of::<declared::NoParams>()),
         ("declared.advisories", of::<declared::NoParams>()),
         ("objects.cross-tenant", of::<objects::ObjectsParams>()),
+        ("concurrency.binding", of::<concurrency::BindingParams>()),
+        ("cache.cross-tenant-timing", of::<cache::TimingParams>()),
     ];
     debug_assert_eq!(probes.len(), crate::probe::KINDS.len());
     schema["properties"]["probe"] = json!({

@@ -23,6 +23,14 @@ use std::path::{Path, PathBuf};
 
 /// The suite files embedded in the binary, in id order: (path below `suite/`, contents).
 pub const BUILTIN_FILES: &[(&str, &str)] = &[
+    (
+        "cache/cross-tenant-timing.toml",
+        include_str!("../suite/cache/cross-tenant-timing.toml"),
+    ),
+    (
+        "concurrency/binding.toml",
+        include_str!("../suite/concurrency/binding.toml"),
+    ),
     ("context/boundary.toml", include_str!("../suite/context/boundary.toml")),
     ("context/recall.toml", include_str!("../suite/context/recall.toml")),
     (

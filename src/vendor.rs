@@ -43,6 +43,10 @@ pub struct VendorProfile {
     /// How many requests may be in flight at once, over all tenants.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
+    /// Whether the vendor honours a per-request prefix-cache isolation key (vLLM's
+    /// `cache_salt`); the timing case then gives each tenant its own salt.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_salt: bool,
     /// Whether the API stores responses (the OpenAI Responses API's `store`, `GET
     /// /responses/{id}`, `previous_response_id`); `objects.cross-tenant` is skipped
     /// without them.
@@ -149,6 +153,22 @@ pub struct Declared {
     /// Whether KV canaries (integrity tags on pages) are on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_canaries: Option<bool>,
+    /// Who shares the prompt-prefix cache, as the vendor declares it: a measured sharing
+    /// within this scope is reported as a declared risk instead of a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_scope: Option<CacheScope>,
+}
+
+/// Who shares a prompt-prefix cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheScope {
+    /// No prefix cache, or none shared between keys.
+    Key,
+    /// Keys of one organisation share.
+    Org,
+    /// Every customer shares.
+    Global,
 }
 
 /// One node role's KV pool.
@@ -179,6 +199,17 @@ pub struct TenantSpec {
     pub label: String,
     /// The environment variable that holds this tenant's credential.
     pub credential_env: String,
+    /// The organisation (billing account) the credential belongs to; tenants with the
+    /// same `org` are keys of one organisation. Default: an organisation of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org: Option<String>,
+}
+
+impl TenantSpec {
+    /// The tenant's organisation: its `org`, or its label when it has none.
+    pub fn org(&self) -> &str {
+        self.org.as_deref().unwrap_or(&self.label)
+    }
 }
 
 /// The API dialect a vendor speaks.

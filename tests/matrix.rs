@@ -15,11 +15,13 @@ use std::collections::BTreeMap;
 use tenantcheck::outcome::Verdict;
 use tenantcheck::report::{self, key};
 
-/// One row: a sim setup, and the cases that must fail on it (all others pass).
+/// One row: a sim setup, the cases that must fail on it and those that must be
+/// inconclusive (all others pass).
 struct Row {
     name: &'static str,
     flags: &'static [&'static str],
     fail: &'static [&'static str],
+    inconclusive: &'static [&'static str],
     why: &'static str,
 }
 
@@ -27,18 +29,21 @@ const ROWS: &[Row] = &[
     Row {
         name: "healthy",
         flags: &[],
+        inconclusive: &[],
         fail: &[],
         why: "one pool for two contexts, every refusal a 400",
     },
     Row {
         name: "healthy, disaggregated",
         flags: &["--disaggregated"],
+        inconclusive: &[],
         fail: &[],
         why: "prefill pool = context, decode pool = 2x context, KV transfer between them",
     },
     Row {
         name: "stale-pages",
         flags: &["--fault", "stale-pages"],
+        inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
         why: "long prompts decode from another tenant's residue: a leak, and within-context prompts not processed",
     },
@@ -53,6 +58,7 @@ const ROWS: &[Row] = &[
             "--fault",
             "reject-continue",
         ],
+        inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
         why: "the incident: over-pool prompts swapped for a placeholder and decoded from residue, 200 with other tenants' records",
     },
@@ -65,38 +71,65 @@ const ROWS: &[Row] = &[
             "--fault",
             "abort-as-length",
         ],
+        inconclusive: &[],
         fail: &["context.boundary", "context.recall"],
         why: "prompts the decode pool cannot take come back 200, empty, finish_reason length; nothing leaks",
     },
     Row {
         name: "silent-truncate",
         flags: &["--fault", "silent-truncate"],
+        inconclusive: &[],
         fail: &["context.boundary", "context.recall"],
         why: "the middle of long prompts is dropped (needles lost) and prompts past the context are accepted",
     },
     Row {
         name: "usage-misreport",
         flags: &["--fault", "usage-misreport"],
+        inconclusive: &[],
         fail: &["usage.consistency"],
         why: "usage says 3/4 of the prompt tokens; prompts are sized by the local tokenizer, so nothing else moves",
     },
     Row {
         name: "error-as-200",
         flags: &["--fault", "error-as-200"],
+        inconclusive: &[],
         fail: &["context.boundary", "errors.semantics", "objects.cross-tenant"],
         why: "refusals become empty 200s: wrong requests, prompts past the context and other tenants' object ids look accepted",
     },
     Row {
         name: "object-idor",
         flags: &["--fault", "object-idor"],
+        inconclusive: &[],
         fail: &["objects.cross-tenant"],
         why: "stored responses readable and continuable with any tenant's key",
     },
     Row {
         name: "stream-no-error-frame",
         flags: &["--fault", "stream-no-error-frame"],
+        inconclusive: &[],
         fail: &["stream.integrity"],
         why: "streams stop half-way without finish reason, error frame or [DONE]",
+    },
+    Row {
+        name: "cancel-swap",
+        flags: &["--fault", "cancel-swap"],
+        inconclusive: &[],
+        fail: &["concurrency.binding"],
+        why: "the unsent rest of a cancelled stream is delivered at the start of the next answer its decode slot carries",
+    },
+    Row {
+        name: "global-prefix-cache",
+        flags: &["--fault", "global-prefix-cache"],
+        inconclusive: &[],
+        fail: &["cache.cross-tenant-timing"],
+        why: "one prefix cache for all tenants: another tenant's prefix is answered faster, and usage says it was cached",
+    },
+    Row {
+        name: "prefix cache off",
+        flags: &["--prefix-cache", "off"],
+        inconclusive: &["cache.cross-tenant-timing"],
+        fail: &[],
+        why: "no cache at all: the control sees none, so sharing cannot be tested; never a pass",
     },
 ];
 
@@ -107,7 +140,10 @@ fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdic
     let profile = sim.profile(&dir);
     let run_dir = dir.join("run");
     let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "matrix-key-a", "matrix-key-b");
-    assert!(matches!(code, Some(0 | 1)), "{tag}: exit {code:?}\n{stdout}\n{stderr}");
+    assert!(
+        matches!(code, Some(0 | 1 | 3)),
+        "{tag}: exit {code:?}\n{stdout}\n{stderr}"
+    );
     let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
     let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
     let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
@@ -120,6 +156,8 @@ fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdic
         .collect();
     let want_exit = if by_case.values().any(|v| *v == Verdict::Fail) {
         1
+    } else if by_case.values().any(|v| *v == Verdict::Inconclusive) {
+        3
     } else {
         0
     };
@@ -152,6 +190,8 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
         for (case, verdict) in &got {
             let want = if row.fail.contains(&case.as_str()) {
                 Verdict::Fail
+            } else if row.inconclusive.contains(&case.as_str()) {
+                Verdict::Inconclusive
             } else {
                 Verdict::Pass
             };

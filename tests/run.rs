@@ -34,7 +34,7 @@ fn embedded_default_run_passes_and_its_report_verifies() {
     let (code, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
     assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(
-        stdout.contains("isolation.canary-residue ... ok") && stdout.contains("9 passed"),
+        stdout.contains("isolation.canary-residue  ... ok") && stdout.contains("11 passed"),
         "{stdout}"
     );
     for file in [
@@ -157,7 +157,7 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
     let run_dir = tmp.path().join("run");
     let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "key-a-stale", "key-b-stale");
     assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("isolation.canary-residue ... FAILED"), "{stdout}");
+    assert!(stdout.contains("isolation.canary-residue  ... FAILED"), "{stdout}");
 
     let report = verified(&run_dir);
     assert_eq!(report.verdict, Verdict::Fail);
@@ -359,7 +359,7 @@ fn a_vendor_that_echoes_the_key_back_cannot_put_it_into_the_evidence() {
 /// assemble the same answer and usage, and refusals are values with their codes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_adapter_reads_streams_bodies_and_errors_alike() {
-    use tenantcheck::adapter::{ChatRequest, Message, OpenAiChat, Provider};
+    use tenantcheck::adapter::{ChatRequest, OpenAiChat, Provider};
     use tenantcheck::credential::Secret;
     use tenantcheck::sim::{SimConfig, SimServer};
 
@@ -369,9 +369,8 @@ async fn the_adapter_reads_streams_bodies_and_errors_alike() {
     let sim = SimServer::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let client = OpenAiChat::new(&sim.base_url(), "sim-1", std::time::Duration::from_secs(10)).unwrap();
     let ask = |stream: bool, content: &str, max_tokens: u32| ChatRequest {
-        messages: vec![Message::user(content)],
-        max_tokens,
         stream,
+        ..ChatRequest::user(content, max_tokens)
     };
     let question = "alpha-7 is magenta. What is the value of alpha-7?";
     let plain = client.chat(&key, &ask(false, question, 32)).await;
@@ -382,8 +381,16 @@ async fn the_adapter_reads_streams_bodies_and_errors_alike() {
         assert_eq!(ex.finish_reason.as_deref(), Some("stop"));
         assert!(ex.timings.first_byte_ms.is_some());
     }
-    assert_eq!(plain.usage, streamed.usage);
-    assert!(plain.usage.unwrap().prompt_tokens > 10);
+    let (first, second) = (plain.usage.unwrap(), streamed.usage.unwrap());
+    assert_eq!(
+        (first.prompt_tokens, first.completion_tokens),
+        (second.prompt_tokens, second.completion_tokens)
+    );
+    assert!(first.prompt_tokens > 10);
+    // The same key repeated the prompt: its whole 16-token blocks came from the
+    // prefix cache, and the usage says so.
+    assert_eq!(first.cached_tokens, Some(0));
+    assert_eq!(second.cached_tokens, Some(16));
     assert!(streamed.frames.len() > 3 && streamed.frames.last().unwrap().data == "[DONE]");
     assert!(streamed.timings.first_token_ms.is_some());
 

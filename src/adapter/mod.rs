@@ -84,7 +84,7 @@ impl InvalidRequest {
 }
 
 /// One chat completion request, independent of the API dialect.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// The conversation.
     pub messages: Vec<Message>,
@@ -92,6 +92,25 @@ pub struct ChatRequest {
     pub max_tokens: u32,
     /// Whether to ask for a server-sent event stream.
     pub stream: bool,
+    /// Streams only: the client stops reading after this many frames carrying content
+    /// and closes the connection (a user who cancels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_after: Option<u32>,
+    /// A per-request prefix-cache isolation key (vLLM's `cache_salt`), for vendors
+    /// whose profile says they honour one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_salt: Option<String>,
+}
+
+impl ChatRequest {
+    /// One user message, not streamed.
+    pub fn user(content: impl Into<String>, max_tokens: u32) -> Self {
+        ChatRequest {
+            messages: vec![Message::user(content)],
+            max_tokens,
+            ..ChatRequest::default()
+        }
+    }
 }
 
 /// One message of a conversation.
@@ -148,6 +167,10 @@ pub struct Exchange {
     /// The id of a stored object the answer created or returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_id: Option<String>,
+    /// The client stopped reading the stream on purpose (the request's
+    /// `cancel_after`) and closed the connection.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
     /// How long it took.
     pub timings: Timings,
 }
@@ -201,6 +224,11 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Tokens generated.
     pub completion_tokens: u64,
+    /// Prompt tokens the vendor says it served from a prompt cache
+    /// (`prompt_tokens_details.cached_tokens`; llama.cpp's `timings.cache_n`), when it
+    /// says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 /// An error object sent by the vendor, in a body or a stream frame.

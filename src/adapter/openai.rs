@@ -61,10 +61,13 @@ impl OpenAiChat {
         if request.stream {
             body["stream_options"] = json!({ "include_usage": true });
         }
+        if let Some(salt) = &request.cache_salt {
+            body["cache_salt"] = json!(salt);
+        }
         body
     }
 
-    async fn send(&self, credential: &Secret, recorded: RecordedRequest) -> Exchange {
+    async fn send(&self, credential: &Secret, recorded: RecordedRequest, cancel_after: Option<u32>) -> Exchange {
         let started = Instant::now();
         let ms = || started.elapsed().as_secs_f64() * 1e3;
         let mut ex = Exchange {
@@ -107,7 +110,7 @@ impl OpenAiChat {
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
         let mut response = response;
         if is_stream {
-            read_stream(&mut response, &mut ex, &ms).await;
+            read_stream(&mut response, &mut ex, &ms, cancel_after).await;
         } else {
             let mut body = Vec::new();
             loop {
@@ -139,7 +142,7 @@ impl Provider for OpenAiChat {
             body: Some(self.body(request)),
             raw: false,
         };
-        Box::pin(self.send(credential, recorded))
+        Box::pin(self.send(credential, recorded, request.cancel_after))
     }
 
     fn list_models<'a>(&'a self, credential: &'a Secret) -> BoxFuture<'a, Exchange> {
@@ -149,7 +152,7 @@ impl Provider for OpenAiChat {
             body: None,
             raw: false,
         };
-        Box::pin(self.send(credential, recorded))
+        Box::pin(self.send(credential, recorded, None))
     }
 
     fn store<'a>(
@@ -168,7 +171,7 @@ impl Provider for OpenAiChat {
             body: Some(body),
             raw: false,
         };
-        Box::pin(self.send(credential, recorded))
+        Box::pin(self.send(credential, recorded, None))
     }
 
     fn fetch_stored<'a>(&'a self, credential: &'a Secret, id: &'a str) -> BoxFuture<'a, Exchange> {
@@ -183,14 +186,13 @@ impl Provider for OpenAiChat {
             body: None,
             raw: false,
         };
-        Box::pin(self.send(credential, recorded))
+        Box::pin(self.send(credential, recorded, None))
     }
 
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange> {
         let ask = ChatRequest {
-            messages: vec![super::Message::user("Say hello.")],
-            max_tokens: 16,
             stream,
+            ..ChatRequest::user("Say hello.", 16)
         };
         let mut body = self.body(&ask);
         let mut raw = false;
@@ -211,13 +213,25 @@ impl Provider for OpenAiChat {
             body: Some(body),
             raw,
         };
-        Box::pin(self.send(credential, recorded))
+        Box::pin(self.send(credential, recorded, None))
     }
 }
 
-async fn read_stream(response: &mut reqwest::Response, ex: &mut Exchange, ms: &impl Fn() -> f64) {
+/// Reads a stream to its end, or until `cancel_after` frames carried content; then
+/// the caller drops the response, which closes the connection.
+async fn read_stream(
+    response: &mut reqwest::Response,
+    ex: &mut Exchange,
+    ms: &impl Fn() -> f64,
+    cancel_after: Option<u32>,
+) {
     let mut parser = SseParser::default();
+    let mut content_frames = 0;
     loop {
+        if cancel_after.is_some_and(|n| content_frames >= n) {
+            ex.cancelled = true;
+            return;
+        }
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break,
@@ -231,8 +245,9 @@ async fn read_stream(response: &mut reqwest::Response, ex: &mut Exchange, ms: &i
                 if let Ok(v) = serde_json::from_str::<Value>(&frame.data) {
                     let before = ex.content.len();
                     read_chunk(&v, ex);
-                    if ex.content.len() > before && ex.timings.first_token_ms.is_none() {
-                        ex.timings.first_token_ms = Some(frame.at_ms);
+                    if ex.content.len() > before {
+                        content_frames += 1;
+                        ex.timings.first_token_ms.get_or_insert(frame.at_ms);
                     }
                 }
             }
@@ -283,10 +298,15 @@ fn read_usage(v: &Value, ex: &mut Exchange) {
     let u = &v["usage"];
     let prompt = u["prompt_tokens"].as_u64().or(u["input_tokens"].as_u64());
     let completion = u["completion_tokens"].as_u64().or(u["output_tokens"].as_u64());
+    let cached = u["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .or(u["cache_read_input_tokens"].as_u64())
+        .or(v["timings"]["cache_n"].as_u64());
     if let (Some(p), Some(c)) = (prompt, completion) {
         ex.usage = Some(Usage {
             prompt_tokens: p,
             completion_tokens: c,
+            cached_tokens: cached,
         });
     }
 }

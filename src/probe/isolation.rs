@@ -23,7 +23,7 @@
 //! inconclusive, saying how far it got.
 
 use super::ParamsError;
-use crate::adapter::{ChatRequest, Exchange, Message};
+use crate::adapter::{ChatRequest, Exchange};
 use crate::outcome::{Coverage, Finding, FindingCode, LeakEvidence, Outcome, Verdict};
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN, Placed, PromptBuilder};
 use crate::session::{Sent, Session, SessionError};
@@ -304,9 +304,8 @@ impl Run<'_> {
     /// Sends, records, and scans the answer for other tenants' canaries.
     async fn send(&mut self, tenant: &str, prompt: &str, stream: bool) -> Result<Sent, SessionError> {
         let request = ChatRequest {
-            messages: vec![Message::user(prompt)],
-            max_tokens: self.p.max_tokens,
             stream,
+            ..ChatRequest::user(prompt, self.p.max_tokens)
         };
         let sent = self.session.chat(self.case, tenant, &request).await?;
         let ex = &sent.exchange;
@@ -322,16 +321,7 @@ impl Run<'_> {
         }
         for hit in self.session.scan(&ex.returned_text(), tenant) {
             if self.leaked.insert((hit.canary.id.clone(), tenant.to_owned())) {
-                self.leaks.push(LeakEvidence {
-                    seeded_in: self.session.seeded_in(&hit.canary.id),
-                    canary_id: hit.canary.id,
-                    owner: hit.canary.owner,
-                    recipient: tenant.to_owned(),
-                    fragment: hit.fragment,
-                    matched: hit.matched,
-                    excerpt: hit.excerpt,
-                    returned_in: sent.seq,
-                });
+                self.leaks.push(super::leak(self.session, hit, tenant, sent.seq));
             }
         }
         Ok(sent)
@@ -379,6 +369,7 @@ impl Run<'_> {
                 coverage: c,
                 findings,
                 sweep: Vec::new(),
+                timing: Vec::new(),
             };
         }
         let short: Vec<String> = match &reach {
@@ -399,6 +390,7 @@ impl Run<'_> {
                 coverage: c,
                 findings: Vec::new(),
                 sweep: Vec::new(),
+                timing: Vec::new(),
             }
         } else {
             let mut why = short;
@@ -412,6 +404,7 @@ impl Run<'_> {
                 coverage: c,
                 findings: Vec::new(),
                 sweep: Vec::new(),
+                timing: Vec::new(),
             }
         }
     }

@@ -6,16 +6,19 @@
 //! pass says what it exercised; a probe that could not reach its condition is
 //! inconclusive, never pass; a foreign canary is never explained away.
 
+pub mod cache;
+pub mod concurrency;
 pub mod context;
 pub mod declared;
 pub mod errors;
 pub mod isolation;
 pub mod objects;
+mod sequential;
 pub mod stream;
 pub mod usage;
 
-use crate::adapter::{ChatRequest, Message};
-use crate::outcome::{Coverage, Finding, Outcome, Verdict};
+use crate::adapter::ChatRequest;
+use crate::outcome::{Coverage, Finding, LeakEvidence, Outcome, Verdict};
 use crate::prompt::PromptBuilder;
 use crate::session::{Sent, Session, SessionError};
 use crate::suite::Advisory;
@@ -58,6 +61,12 @@ pub enum ProbeSpec {
     /// `objects.cross-tenant` (T10).
     #[serde(rename = "objects.cross-tenant")]
     Objects(objects::ObjectsParams),
+    /// `concurrency.binding` (T6).
+    #[serde(rename = "concurrency.binding")]
+    Binding(concurrency::BindingParams),
+    /// `cache.cross-tenant-timing` (T7).
+    #[serde(rename = "cache.cross-tenant-timing")]
+    CacheTiming(cache::TimingParams),
     /// `declared.kv-pool` (T9).
     #[serde(rename = "declared.kv-pool")]
     KvPool(declared::NoParams),
@@ -97,6 +106,8 @@ pub const KINDS: &[&str] = &[
     "declared.kv-pool",
     "declared.advisories",
     "objects.cross-tenant",
+    "concurrency.binding",
+    "cache.cross-tenant-timing",
 ];
 
 fn typed<T: serde::de::DeserializeOwned>(params: toml::Table) -> Result<T, ParamsError> {
@@ -118,6 +129,8 @@ impl ProbeSpec {
             "declared.kv-pool" => ProbeSpec::KvPool(typed(params)?),
             "declared.advisories" => ProbeSpec::Advisories(typed(params)?),
             "objects.cross-tenant" => ProbeSpec::Objects(typed(params)?),
+            "concurrency.binding" => ProbeSpec::Binding(typed(params)?),
+            "cache.cross-tenant-timing" => ProbeSpec::CacheTiming(typed(params)?),
             other => return Err(ParamsError::UnknownProbe(other.to_owned())),
         };
         match &spec {
@@ -125,6 +138,8 @@ impl ProbeSpec {
             ProbeSpec::Boundary(p) => p.validate()?,
             ProbeSpec::Recall(p) => p.validate()?,
             ProbeSpec::Usage(p) => p.validate()?,
+            ProbeSpec::Binding(p) => p.validate()?,
+            ProbeSpec::CacheTiming(p) => p.validate()?,
             _ => {}
         }
         Ok(spec)
@@ -142,6 +157,8 @@ impl ProbeSpec {
             ProbeSpec::KvPool(_) => "declared.kv-pool",
             ProbeSpec::Advisories(_) => "declared.advisories",
             ProbeSpec::Objects(_) => "objects.cross-tenant",
+            ProbeSpec::Binding(_) => "concurrency.binding",
+            ProbeSpec::CacheTiming(_) => "cache.cross-tenant-timing",
         }
     }
 }
@@ -158,6 +175,8 @@ pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
         ProbeSpec::KvPool(_) => Ok(declared::kv_pool(ctx)),
         ProbeSpec::Advisories(_) => Ok(declared::advisories(ctx)),
         ProbeSpec::Objects(p) => objects::cross_tenant(p, ctx).await,
+        ProbeSpec::Binding(p) => concurrency::binding(p, ctx).await,
+        ProbeSpec::CacheTiming(p) => cache::timing(p, ctx).await,
     };
     result.unwrap_or_else(|e| Outcome {
         verdict: Verdict::Inconclusive,
@@ -165,6 +184,7 @@ pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
         coverage: Coverage::default(),
         findings: Vec::new(),
         sweep: Vec::new(),
+        timing: Vec::new(),
     })
 }
 
@@ -267,11 +287,21 @@ impl<'a> Sizer<'a> {
         learn: bool,
     ) -> Result<Sent, SessionError> {
         let request = ChatRequest {
-            messages: vec![Message::user(prompt)],
-            max_tokens,
             stream,
+            ..ChatRequest::user(prompt, max_tokens)
         };
-        let sent = self.ctx.session.chat(self.ctx.case_id, tenant, &request).await?;
+        self.send_request(tenant, &request, learn).await
+    }
+
+    /// Sends `request` (one user message) as `tenant` and counts it; with `learn`, its
+    /// token count refines the builder's ratio.
+    pub async fn send_request(
+        &mut self,
+        tenant: &str,
+        request: &ChatRequest,
+        learn: bool,
+    ) -> Result<Sent, SessionError> {
+        let sent = self.ctx.session.chat(self.ctx.case_id, tenant, request).await?;
         let prompt = &request.messages[0].content;
         self.coverage.requests += 1;
         self.coverage.prompt_tokens += self.tokens_of(prompt);
@@ -305,6 +335,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             coverage,
             findings,
             sweep: Vec::new(),
+            timing: Vec::new(),
         },
         (true, Ok(what)) => Outcome {
             verdict: Verdict::Pass,
@@ -312,6 +343,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             coverage,
             findings,
             sweep: Vec::new(),
+            timing: Vec::new(),
         },
         (true, Err(why)) => Outcome {
             verdict: Verdict::Inconclusive,
@@ -319,7 +351,22 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             coverage,
             findings,
             sweep: Vec::new(),
+            timing: Vec::new(),
         },
+    }
+}
+
+/// The evidence of `hit`, found in the answer recorded at `returned_in` to `recipient`.
+pub(crate) fn leak(session: &Session, hit: crate::scan::Hit, recipient: &str, returned_in: u64) -> LeakEvidence {
+    LeakEvidence {
+        seeded_in: session.seeded_in(&hit.canary.id),
+        canary_id: hit.canary.id,
+        owner: hit.canary.owner,
+        recipient: recipient.to_owned(),
+        fragment: hit.fragment,
+        matched: hit.matched,
+        excerpt: hit.excerpt,
+        returned_in,
     }
 }
 

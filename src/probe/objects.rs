@@ -11,7 +11,7 @@
 //! with the reason, when the profile says the API stores no responses.
 
 use super::{Context, conclude, describe};
-use crate::outcome::{Coverage, Finding, FindingCode, LeakEvidence, Outcome};
+use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
 use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -125,16 +125,7 @@ fn judge(
                 "the answer to tenant {recipient} (transcript #{}) holds tenant {}'s canary {}",
                 sent.seq, hit.canary.owner, hit.canary.id
             ),
-            leak: Some(LeakEvidence {
-                seeded_in: ctx.session.seeded_in(&hit.canary.id),
-                canary_id: hit.canary.id,
-                owner: hit.canary.owner,
-                recipient: recipient.to_owned(),
-                fragment: hit.fragment,
-                matched: hit.matched,
-                excerpt: hit.excerpt,
-                returned_in: sent.seq,
-            }),
+            leak: Some(super::leak(ctx.session, hit, recipient, sent.seq)),
         });
     }
 }

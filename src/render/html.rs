@@ -10,7 +10,7 @@
 
 use super::escape;
 use crate::canary::RunSecret;
-use crate::outcome::{Outcome, SweepResult, Verdict};
+use crate::outcome::{Outcome, SweepResult, TimingLevel, Verdict};
 use crate::report::Report;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -100,6 +100,13 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
     for c in report.cases.iter().filter(|c| !c.outcome.sweep.is_empty()) {
         let _ = writeln!(h, "<h2>Prompt lengths tried: <code>{}</code></h2>", escape(&c.id));
         h.push_str(&sweep_svg(&c.outcome, p.context_window));
+    }
+
+    for c in report.cases.iter().filter(|c| !c.outcome.timing.is_empty()) {
+        let _ = writeln!(h, "<h2>Times to answer: <code>{}</code></h2>", escape(&c.id));
+        for level in &c.outcome.timing {
+            h.push_str(&timing_svg(level));
+        }
     }
 
     let failing: Vec<_> = report.cases.iter().filter(|c| !c.outcome.findings.is_empty()).collect();
@@ -257,6 +264,72 @@ fn requests_by_seq(transcript: &[u8], wanted: &[u64]) -> BTreeMap<u64, String> {
             (v["seq"].as_u64() == Some(seq)).then(|| (seq, content.to_owned()))
         })
         .collect()
+}
+
+/// One timing level: every hit-arm and miss-arm time on one axis, one row each, with
+/// the medians marked.
+fn timing_svg(level: &TimingLevel) -> String {
+    let (w, h, pad) = (760.0, 96.0, 120.0);
+    let times = || level.pairs.iter().flat_map(|p| [p.hit_ms, p.miss_ms]);
+    let max = times().fold(0.0_f64, f64::max).max(1.0) * 1.05;
+    let x = |ms: f64| pad + (ms / max) * (w - pad - 20.0);
+    let mut s = format!(
+        "<p>{} (tenant {} after tenant {}): {} pairs, decision <b>{:?}</b>; evidence log10 {:.1} against no speed-up, {:.1} against a speed-up</p>\n\
+<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"times to answer, {}\">",
+        escape(&level.level),
+        escape(&level.attacker),
+        escape(&level.victim),
+        level.pairs.len(),
+        level.decision,
+        level.log10_evidence[0],
+        level.log10_evidence[1],
+        escape(&level.level),
+    );
+    for (y, label, color, pick) in [
+        (30.0, "shared prefix", "#b3261e", true),
+        (60.0, "fresh prompt", "#1e5fa8", false),
+    ] {
+        let mut arm: Vec<(f64, u64)> = level
+            .pairs
+            .iter()
+            .map(|p| {
+                if pick {
+                    (p.hit_ms, p.hit_seq)
+                } else {
+                    (p.miss_ms, p.miss_seq)
+                }
+            })
+            .collect();
+        let _ = write!(
+            s,
+            "<text x=\"2\" y=\"{}\" font-size=\"11\" fill=\"#555\">{label}</text>",
+            y + 4.0
+        );
+        for &(ms, seq) in &arm {
+            let _ = write!(
+                s,
+                "<circle cx=\"{:.1}\" cy=\"{y}\" r=\"3\" fill=\"{color}\" fill-opacity=\"0.5\"><title>{ms:.2} ms (transcript #{seq})</title></circle>",
+                x(ms)
+            );
+        }
+        arm.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some(&(median, _)) = arm.get(arm.len() / 2) {
+            let _ = write!(
+                s,
+                "<line x1=\"{m:.1}\" y1=\"{}\" x2=\"{m:.1}\" y2=\"{}\" stroke=\"#222\" stroke-width=\"2\"><title>median {median:.2} ms</title></line>",
+                y - 9.0,
+                y + 9.0,
+                m = x(median)
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "<line x1=\"{pad}\" y1=\"80\" x2=\"{}\" y2=\"80\" stroke=\"#999\"/><text x=\"{pad}\" y=\"93\" font-size=\"10\" fill=\"#555\">0 ms</text><text x=\"{}\" y=\"93\" font-size=\"10\" fill=\"#555\" text-anchor=\"end\">{max:.1} ms</text></svg>",
+        w - 20.0,
+        w - 20.0
+    );
+    s
 }
 
 /// Prompt length (x) against what the vendor did, with the advertised context marked.

@@ -12,10 +12,15 @@
 //! writes the completion and frees its pages. A healthy engine refuses, before any
 //! allocation, a request that one of the pools cannot hold.
 //!
+//! Before either, the prefix cache says how much of the prompt is cached for this
+//! tenant; prefill time is charged for the rest, outside the lock, and a served prompt
+//! is cached for later requests.
+//!
 //! Faults act on this path (see [`Fault`]); the model only ever sees what the pages
 //! hold.
 
 use super::kv::{KvPool, PageId};
+use super::prefix::PrefixCache;
 use super::{Fault, SimConfig, model};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,6 +41,8 @@ pub struct Generation {
     pub completion_tokens: usize,
     /// `stop` or `length`.
     pub finish_reason: &'static str,
+    /// Leading prompt tokens found in the prefix cache (not prefilled again).
+    pub cached_tokens: usize,
 }
 
 /// The engine did not serve a request.
@@ -56,6 +63,7 @@ pub struct Engine {
     faults: Vec<Fault>,
     stale_above: usize,
     disaggregated: bool,
+    prefill_per_token: Duration,
     state: Mutex<State>,
     freed: Notify,
 }
@@ -66,6 +74,7 @@ struct State {
     prefill: KvPool,
     /// The decode node's pool (disaggregated mode only).
     decode: Option<KvPool>,
+    prefix: PrefixCache,
     vocab: Vocab,
 }
 
@@ -131,9 +140,11 @@ impl Engine {
             faults: config.faults.clone(),
             stale_above: config.stale_above(),
             disaggregated: config.disaggregated.is_some(),
+            prefill_per_token: config.prefill_per_token,
             state: Mutex::new(State {
                 prefill,
                 decode,
+                prefix: PrefixCache::new(config.prefix_cache(), config.page_tokens),
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),
@@ -144,16 +155,31 @@ impl Engine {
         self.faults.contains(&fault)
     }
 
-    /// Serves one templated prompt, given as its tokens (already checked against the
-    /// context window), with at most `max_tokens` tokens of answer.
-    pub async fn generate(&self, prompt: &[&str], max_tokens: usize) -> Result<Generation, EngineError> {
+    /// Serves one templated prompt of `tenant`, given as its tokens (already checked
+    /// against the context window), with at most `max_tokens` tokens of answer.
+    /// `salt` is the request's cache isolation key, if it gave one.
+    pub async fn generate(
+        &self,
+        tenant: &str,
+        salt: Option<&str>,
+        prompt: &[&str],
+        max_tokens: usize,
+    ) -> Result<Generation, EngineError> {
+        let cached = self.lock().prefix.lookup(tenant, salt, prompt).min(prompt.len());
+        let uncached = (prompt.len() - cached) as u32;
+        if !self.prefill_per_token.is_zero() && uncached > 0 {
+            tokio::time::sleep(self.prefill_per_token * uncached).await;
+        }
         let generation = if self.disaggregated {
             self.disaggregated(prompt, max_tokens).await
         } else {
             self.unified(prompt, max_tokens).await
         };
         self.freed.notify_waiters();
-        generation
+        let mut generation = generation?;
+        self.lock().prefix.insert(tenant, salt, prompt);
+        generation.cached_tokens = cached.min(generation.prompt_tokens);
+        Ok(generation)
     }
 
     async fn unified(&self, prompt: &[&str], max_tokens: usize) -> Result<Generation, EngineError> {
@@ -223,6 +249,7 @@ impl Engine {
                 prompt_tokens: prefill_len,
                 completion_tokens: 0,
                 finish_reason: "length",
+                cached_tokens: 0,
             });
         }
 
@@ -289,5 +316,6 @@ fn decode(
         prompt_tokens,
         completion_tokens: answer.tokens,
         finish_reason: if answer.truncated { "length" } else { "stop" },
+        cached_tokens: 0,
     }
 }

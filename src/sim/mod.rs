@@ -7,7 +7,11 @@
 //! - [`tokenizer`]: a documented toy tokenizer; usage counts come from it;
 //! - [`kv`]: a paged KV pool whose freed pages are reused without being cleared;
 //! - [`model`]: a toy model that answers only from the KV pages its request holds;
+//! - [`prefix`]: a prompt-prefix cache shared per tenant, globally, or not at all;
+//!   prefill time is charged only for uncached tokens, so sharing shows in timing;
 //! - the engine, which admits requests, writes and reads pages and runs the model;
+//! - [`scheduler`]: the decode batch, whose slots carry answers to the front end,
+//!   streams one token per decode step, and notices clients that go away;
 //! - the HTTP front end: `GET /v1/models`, `POST /v1/chat/completions` (streaming and
 //!   not), stored responses (`POST /v1/responses` with `store` and
 //!   `previous_response_id`, `GET /v1/responses/{id}`, each readable by its owner only),
@@ -20,13 +24,17 @@
 mod engine;
 pub mod kv;
 pub mod model;
+pub mod prefix;
+pub mod scheduler;
 mod server;
 pub mod tokenizer;
 
 pub use engine::{Engine, EngineError, Generation};
+pub use prefix::PrefixCacheScope;
 
 use crate::credential::Secret;
 use std::net::SocketAddr;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -62,6 +70,12 @@ pub enum Fault {
     /// Stored responses are readable, and usable as `previous_response_id`, by any
     /// tenant that has their id.
     ObjectIdor,
+    /// The unsent rest of a stream its client cancelled stays in the decode slot and
+    /// is delivered at the start of the next answer that slot carries, whoever asked.
+    CancelSwap,
+    /// The prompt-prefix cache is shared by all tenants (the same as
+    /// `--prefix-cache global`).
+    GlobalPrefixCache,
 }
 
 impl Fault {
@@ -75,6 +89,8 @@ impl Fault {
         Fault::ErrorAs200,
         Fault::StreamNoErrorFrame,
         Fault::ObjectIdor,
+        Fault::CancelSwap,
+        Fault::GlobalPrefixCache,
     ];
 
     /// The fault's name on the command line.
@@ -88,9 +104,21 @@ impl Fault {
             Fault::ErrorAs200 => "error-as-200",
             Fault::StreamNoErrorFrame => "stream-no-error-frame",
             Fault::ObjectIdor => "object-idor",
+            Fault::CancelSwap => "cancel-swap",
+            Fault::GlobalPrefixCache => "global-prefix-cache",
         }
     }
 }
+
+/// Prefill time per uncached prompt token, by default: about what a large model
+/// takes on one accelerator, small enough for a million-token suite in seconds.
+pub const DEFAULT_PREFILL_PER_TOKEN: Duration = Duration::from_micros(1);
+
+/// Time between two streamed tokens, by default.
+pub const DEFAULT_DECODE_STEP: Duration = Duration::from_millis(1);
+
+/// Requests decoded at once, by default.
+pub const DEFAULT_BATCH: usize = 256;
 
 /// Separate prefill and decode pools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,11 +151,22 @@ pub struct SimConfig {
     pub truncate_to: Option<usize>,
     /// Tenants: label and API key.
     pub tenants: Vec<(String, Secret)>,
+    /// Who shares the prompt-prefix cache (the fault `global-prefix-cache` makes it
+    /// global).
+    pub prefix_cache: PrefixCacheScope,
+    /// Prefill time charged per uncached prompt token.
+    pub prefill_per_token: Duration,
+    /// Time between two tokens of a stream (one decode step).
+    pub decode_step: Duration,
+    /// Requests decoded at once; more wait for a slot.
+    pub batch: usize,
 }
 
 impl SimConfig {
     /// A healthy sim with these tenants and the defaults: model `sim-1`, 8,192-token
-    /// context, 16-token pages, one pool for two full contexts.
+    /// context, 16-token pages, one pool for two full contexts, a per-tenant prefix
+    /// cache, 1 µs of prefill per uncached token, 1 ms per streamed token, a batch of
+    /// 256.
     pub fn new(tenants: Vec<(String, Secret)>) -> Self {
         SimConfig {
             model: "sim-1".into(),
@@ -139,6 +178,19 @@ impl SimConfig {
             stale_above: None,
             truncate_to: None,
             tenants,
+            prefix_cache: PrefixCacheScope::PerTenant,
+            prefill_per_token: DEFAULT_PREFILL_PER_TOKEN,
+            decode_step: DEFAULT_DECODE_STEP,
+            batch: DEFAULT_BATCH,
+        }
+    }
+
+    /// The prefix cache's scope, with the fault `global-prefix-cache` applied.
+    pub fn prefix_cache(&self) -> PrefixCacheScope {
+        if self.has(Fault::GlobalPrefixCache) {
+            PrefixCacheScope::Global
+        } else {
+            self.prefix_cache
         }
     }
 

@@ -1,5 +1,6 @@
 //! The reference vendor's HTTP front end (OpenAI-compatible).
 
+use super::scheduler::{Scheduler, Slot};
 use super::{Engine, EngineError, Fault, SimConfig, tokenizer};
 use axum::Router;
 use axum::body::Bytes;
@@ -27,6 +28,7 @@ struct Sim {
     model: String,
     context: usize,
     engine: Engine,
+    scheduler: Scheduler,
     faults: Vec<Fault>,
     truncate_to: usize,
     /// API key → tenant label.
@@ -37,6 +39,7 @@ pub(super) fn router(config: SimConfig) -> Router {
     let sim = Sim {
         stored: Default::default(),
         engine: Engine::new(&config),
+        scheduler: Scheduler::new(config.batch, config.decode_step, !config.has(Fault::CancelSwap)),
         faults: config.faults.clone(),
         truncate_to: config.truncate_to(),
         model: config.model,
@@ -132,6 +135,9 @@ struct ChatBody {
     stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    /// vLLM's per-request prefix-cache isolation key.
+    #[serde(default)]
+    cache_salt: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +163,19 @@ struct Reply {
     prompt_tokens: usize,
     completion_tokens: usize,
     finish_reason: &'static str,
+    cached_tokens: usize,
+}
+
+impl From<super::Generation> for Reply {
+    fn from(g: super::Generation) -> Self {
+        Reply {
+            text: g.text,
+            prompt_tokens: g.prompt_tokens,
+            completion_tokens: g.completion_tokens,
+            finish_reason: g.finish_reason,
+            cached_tokens: g.cached_tokens,
+        }
+    }
 }
 
 /// How the client asked for the answer.
@@ -172,15 +191,16 @@ impl Sim {
     }
 
     /// A refusal: an OpenAI-style error, or with `error-as-200` an empty success.
-    fn refuse(&self, delivery: Delivery, status: StatusCode, code: &str, message: &str) -> Response {
+    async fn refuse(self: &Arc<Self>, delivery: Delivery, status: StatusCode, code: &str, message: &str) -> Response {
         if self.has(Fault::ErrorAs200) && status != StatusCode::UNAUTHORIZED {
             let empty = Reply {
                 text: String::new(),
                 prompt_tokens: 0,
                 completion_tokens: 0,
                 finish_reason: "stop",
+                cached_tokens: 0,
             };
-            return self.reply(delivery, empty);
+            return self.reply(delivery, empty).await;
         }
         let kind = if status.is_server_error() {
             "server_error"
@@ -195,8 +215,8 @@ impl Sim {
         r
     }
 
-    /// A successful answer, as a body or a stream.
-    fn reply(&self, delivery: Delivery, reply: Reply) -> Response {
+    /// A successful answer, as a body or a stream, carried through a decode slot.
+    async fn reply(self: &Arc<Self>, delivery: Delivery, reply: Reply) -> Response {
         let id = format!("chatcmpl-{}", crate::hex(&crate::random_bytes::<12>()));
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -211,44 +231,36 @@ impl Sim {
             "prompt_tokens": reported_prompt,
             "completion_tokens": reply.completion_tokens,
             "total_tokens": reported_prompt + reply.completion_tokens,
+            "prompt_tokens_details": { "cached_tokens": reply.cached_tokens },
         });
+        let mut slot = self.scheduler.acquire().await;
+        slot.put(tokenizer::tokens(&reply.text));
         let mut response = if delivery.stream {
-            let chunk = |delta: Value, finish: Option<&str>| {
-                json!({
-                    "id": id, "object": "chat.completion.chunk", "created": created, "model": self.model,
-                    "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
-                })
+            let chunks = Chunks {
+                id: id.clone(),
+                created,
+                model: self.model.clone(),
             };
-            let mut events = vec![chunk(json!({ "role": "assistant", "content": "" }), None)];
-            let pieces: Vec<&str> = tokenizer::tokens(&reply.text).collect();
+            // A broken stream stops after half its own tokens.
+            let own_tokens = tokenizer::count(&reply.text);
             let broken = self.has(Fault::StreamNoErrorFrame);
-            let sent = if broken { pieces.len() / 2 } else { pieces.len() };
-            for piece in &pieces[..sent] {
-                events.push(chunk(json!({ "content": piece }), None));
-            }
-            let mut tail = Vec::new();
-            if !broken {
-                events.push(chunk(json!({}), Some(reply.finish_reason)));
-                if delivery.include_usage {
-                    events.push(json!({
-                        "id": id, "object": "chat.completion.chunk", "created": created, "model": self.model,
-                        "choices": [], "usage": usage,
-                    }));
-                }
-                tail.push(Event::default().data("[DONE]"));
-            }
-            let events = events
-                .into_iter()
-                .map(|v| Event::default().data(v.to_string()))
-                .chain(tail)
-                .map(Ok::<_, Infallible>);
-            Sse::new(futures_util::stream::iter(events)).into_response()
+            let stream = Streaming {
+                slot,
+                chunks,
+                sent: 0,
+                limit: if broken { Some(own_tokens / 2) } else { None },
+                finish_reason: reply.finish_reason,
+                usage: delivery.include_usage.then_some(usage),
+                phase: Phase::Role,
+            };
+            let events = futures_util::stream::unfold(stream, Streaming::next_event);
+            Sse::new(events).into_response()
         } else {
             axum::Json(json!({
                 "id": id, "object": "chat.completion", "created": created, "model": self.model,
                 "choices": [{
                     "index": 0,
-                    "message": { "role": "assistant", "content": reply.text },
+                    "message": { "role": "assistant", "content": slot.take_all() },
                     "finish_reason": reply.finish_reason,
                 }],
                 "usage": usage,
@@ -262,10 +274,104 @@ impl Sim {
     }
 }
 
-async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = sim.tenant(&headers) {
-        return r.into_response();
+/// What every chunk of one stream shares.
+struct Chunks {
+    id: String,
+    created: u64,
+    model: String,
+}
+
+impl Chunks {
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+        json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
+        })
     }
+}
+
+/// Where a stream is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Role,
+    Tokens,
+    Finish,
+    Usage,
+    Done,
+    End,
+}
+
+/// One stream being sent: its slot is dropped (and cleared, unless `cancel-swap`)
+/// when the client goes away or the stream ends.
+struct Streaming {
+    slot: Slot,
+    chunks: Chunks,
+    sent: usize,
+    limit: Option<usize>,
+    finish_reason: &'static str,
+    usage: Option<Value>,
+    phase: Phase,
+}
+
+impl Streaming {
+    async fn next_event(mut self) -> Option<(Result<Event, Infallible>, Self)> {
+        loop {
+            let data = match self.phase {
+                Phase::Role => {
+                    self.phase = Phase::Tokens;
+                    self.chunks
+                        .chunk(json!({ "role": "assistant", "content": "" }), None)
+                        .to_string()
+                }
+                Phase::Tokens => {
+                    if self.limit == Some(self.sent) {
+                        // `stream-no-error-frame`: the stream just ends.
+                        self.phase = Phase::End;
+                        continue;
+                    }
+                    match self.slot.next_token().await {
+                        Some(piece) => {
+                            self.sent += 1;
+                            self.chunks.chunk(json!({ "content": piece }), None).to_string()
+                        }
+                        None => {
+                            self.phase = Phase::Finish;
+                            continue;
+                        }
+                    }
+                }
+                Phase::Finish => {
+                    self.phase = Phase::Usage;
+                    self.chunks.chunk(json!({}), Some(self.finish_reason)).to_string()
+                }
+                Phase::Usage => {
+                    self.phase = Phase::Done;
+                    match self.usage.take() {
+                        Some(usage) => json!({
+                            "id": self.chunks.id, "object": "chat.completion.chunk",
+                            "created": self.chunks.created, "model": self.chunks.model,
+                            "choices": [], "usage": usage,
+                        })
+                        .to_string(),
+                        None => continue,
+                    }
+                }
+                Phase::Done => {
+                    self.phase = Phase::End;
+                    "[DONE]".to_owned()
+                }
+                Phase::End => return None,
+            };
+            return Some((Ok(Event::default().data(data)), self));
+        }
+    }
+}
+
+async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> Response {
+    let tenant = match sim.tenant(&headers) {
+        Ok(t) => t,
+        Err(r) => return r.into_response(),
+    };
     // Before the body is understood, ask for a stream if it plainly does.
     let mut delivery = Delivery {
         stream: serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["stream"] == true),
@@ -276,41 +382,49 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
         Ok(r) => r,
         Err(e) => {
             let msg = format!("We could not parse the JSON body of your request: {e}");
-            return sim.refuse(delivery, bad, "invalid_request", &msg);
+            return sim.refuse(delivery, bad, "invalid_request", &msg).await;
         }
     };
     delivery.stream = req.stream;
     delivery.include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     if req.model != sim.model {
         let msg = format!("The model `{}` does not exist.", req.model);
-        return sim.refuse(delivery, StatusCode::NOT_FOUND, "model_not_found", &msg);
+        return sim
+            .refuse(delivery, StatusCode::NOT_FOUND, "model_not_found", &msg)
+            .await;
     }
     if req.messages.is_empty() {
-        return sim.refuse(
-            delivery,
-            bad,
-            "invalid_request",
-            "'messages' must contain at least one message.",
-        );
+        return sim
+            .refuse(
+                delivery,
+                bad,
+                "invalid_request",
+                "'messages' must contain at least one message.",
+            )
+            .await;
     }
     let max_tokens = req
         .max_completion_tokens
         .or(req.max_tokens)
         .unwrap_or(DEFAULT_MAX_TOKENS);
     if max_tokens == 0 {
-        return sim.refuse(delivery, bad, "invalid_request", "'max_tokens' must be at least 1.");
+        return sim
+            .refuse(delivery, bad, "invalid_request", "'max_tokens' must be at least 1.")
+            .await;
     }
     if req.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
-        return sim.refuse(
-            delivery,
-            bad,
-            "invalid_request",
-            "'temperature' must be between 0 and 2.",
-        );
+        return sim
+            .refuse(
+                delivery,
+                bad,
+                "invalid_request",
+                "'temperature' must be between 0 and 2.",
+            )
+            .await;
     }
     let prompt = match template(&req.messages) {
         Ok(p) => p,
-        Err(msg) => return sim.refuse(delivery, bad, "invalid_request", &msg),
+        Err(msg) => return sim.refuse(delivery, bad, "invalid_request", &msg).await,
     };
     let mut tokens: Vec<&str> = tokenizer::tokens(&prompt).collect();
     let max_tokens = max_tokens.min(sim.context as u64) as usize;
@@ -330,27 +444,26 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
             sim.context,
             tokens.len()
         );
-        return sim.refuse(delivery, bad, "context_length_exceeded", &msg);
+        return sim.refuse(delivery, bad, "context_length_exceeded", &msg).await;
     }
-    match sim.engine.generate(&tokens, max_tokens).await {
-        Ok(g) => sim.reply(
-            delivery,
-            Reply {
-                text: g.text,
-                prompt_tokens: g.prompt_tokens,
-                completion_tokens: g.completion_tokens,
-                finish_reason: g.finish_reason,
-            },
-        ),
-        Err(e @ EngineError::Busy(_)) => sim.refuse(
-            delivery,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_overloaded",
-            &e.to_string(),
-        ),
+    match sim
+        .engine
+        .generate(tenant, req.cache_salt.as_deref(), &tokens, max_tokens)
+        .await
+    {
+        Ok(g) => sim.reply(delivery, g.into()).await,
+        Err(e @ EngineError::Busy(_)) => {
+            sim.refuse(
+                delivery,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_overloaded",
+                &e.to_string(),
+            )
+            .await
+        }
         Err(e @ EngineError::TooLarge(_)) => {
             let msg = format!("This request exceeds the model's KV cache: {e}.");
-            sim.refuse(delivery, bad, "context_length_exceeded", &msg)
+            sim.refuse(delivery, bad, "context_length_exceeded", &msg).await
         }
     }
 }
@@ -405,11 +518,15 @@ async fn create_response(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: 
     let bad = StatusCode::BAD_REQUEST;
     let req: ResponseBody = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return sim.refuse(plain, bad, "invalid_request", &format!("Invalid body: {e}")),
+        Err(e) => {
+            return sim
+                .refuse(plain, bad, "invalid_request", &format!("Invalid body: {e}"))
+                .await;
+        }
     };
     if req.model != sim.model {
         let msg = format!("The model `{}` does not exist.", req.model);
-        return sim.refuse(plain, StatusCode::NOT_FOUND, "model_not_found", &msg);
+        return sim.refuse(plain, StatusCode::NOT_FOUND, "model_not_found", &msg).await;
     }
     let mut input = String::new();
     if let Some(prev) = &req.previous_response_id {
@@ -420,7 +537,9 @@ async fn create_response(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: 
             }
             None => {
                 let msg = format!("Previous response with id '{prev}' not found.");
-                return sim.refuse(plain, StatusCode::NOT_FOUND, "previous_response_not_found", &msg);
+                return sim
+                    .refuse(plain, StatusCode::NOT_FOUND, "previous_response_not_found", &msg)
+                    .await;
             }
         }
     }
@@ -432,22 +551,26 @@ async fn create_response(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: 
         .unwrap_or(DEFAULT_MAX_TOKENS)
         .clamp(1, sim.context as u64) as usize;
     if tokens.len() + max_tokens > sim.context {
-        return sim.refuse(
-            plain,
-            bad,
-            "context_length_exceeded",
-            "The conversation exceeds the context window.",
-        );
+        return sim
+            .refuse(
+                plain,
+                bad,
+                "context_length_exceeded",
+                "The conversation exceeds the context window.",
+            )
+            .await;
     }
-    let g = match sim.engine.generate(&tokens, max_tokens).await {
+    let g = match sim.engine.generate(&tenant, None, &tokens, max_tokens).await {
         Ok(g) => g,
         Err(e) => {
-            return sim.refuse(
-                plain,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server_overloaded",
-                &e.to_string(),
-            );
+            return sim
+                .refuse(
+                    plain,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_overloaded",
+                    &e.to_string(),
+                )
+                .await;
         }
     };
     let id = format!("resp_{}", crate::hex(&crate::random_bytes::<12>()));
@@ -481,7 +604,7 @@ async fn get_response(
                 include_usage: false,
             };
             let msg = format!("Response with id '{id}' not found.");
-            sim.refuse(plain, StatusCode::NOT_FOUND, "not_found", &msg)
+            sim.refuse(plain, StatusCode::NOT_FOUND, "not_found", &msg).await
         }
     }
 }

@@ -1,0 +1,477 @@
+//! `cache.cross-tenant-timing` (T7): a prompt prefix one customer sent must not be
+//! served from cache to another customer, whose time to answer would then reveal it.
+//!
+//! The shape of the test is the one the 2025 audit of public APIs used (Gu et al.,
+//! "Auditing Prompt Caching in Language Model APIs"): a *victim* key sends a fresh
+//! prompt of about `prompt_tokens` tokens (one token of answer); an *attacker* key
+//! then sends a prompt sharing its prefix (hit arm) and a fresh prompt of the same
+//! length (miss arm), in random order; the hit arm is faster only if the victim's
+//! prefix was cached for the attacker. It runs at three levels of attacker:
+//!
+//! 1. the same key (the *control*): shows that a cache exists and that the test can
+//!    see it; "not shared" means nothing when caching is simply off;
+//! 2. another key of the same organisation (profile `org`), where the profile has one;
+//! 3. a key of another organisation.
+//!
+//! Instead of a fixed 250 pairs per level and a Kolmogorov–Smirnov test, each level
+//! runs an anytime-valid sequential test ([`super::sequential`]) over its pairs and
+//! stops as soon as its verdict holds at the case's `alpha`: for the control, whether
+//! the hit arm is faster in more than half of the pairs (cache) or not in at least
+//! `effect` of them (no cache of that size); for the others, whether the hit arm is
+//! faster by more than half the control's median speed-up. Every raw time is in the
+//! transcript and in the outcome.
+//!
+//! Where the vendor reports cached prompt tokens (`prompt_tokens_details.cached_tokens`,
+//! llama.cpp's `timings.cache_n`), a hit arm reported cached for at least half the
+//! shared prefix beyond its miss arm is the vendor's own word that the prefix was
+//! reused: direct evidence, beside the timing.
+//!
+//! Verdicts: no cache observed at the control → inconclusive, with the power the test
+//! had; sharing at a level → fail (`SharedPrefixCache`), unless the profile declares
+//! that scope (`[declared] prefix_cache_scope`), then reported as a declared risk; no
+//! sharing at every level → pass; a level undecided within `max_pairs` → inconclusive.
+//! With `cache_salt = true` in the profile each tenant sends its own salt, so the
+//! control checks that the same salt hits and the other levels that different salts
+//! miss.
+
+use super::sequential::{Decision, SequentialTest};
+use super::{Context, ParamsError, Sizer, describe};
+use crate::adapter::ChatRequest;
+use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair, Verdict};
+use crate::session::SessionError;
+use crate::vendor::{CacheScope, TenantSpec};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Parameters of `cache.cross-tenant-timing`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TimingParams {
+    /// Tokens of each prompt (capped at the context window less a margin).
+    #[serde(default = "default_prompt_tokens")]
+    pub prompt_tokens: u64,
+    /// The chance of each wrong verdict (a cache or sharing seen where there is none,
+    /// or missed where there is one of the tested size).
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// The most hit/miss pairs per level before it is called undecided.
+    #[serde(default = "default_max_pairs")]
+    pub max_pairs: u32,
+    /// The effect tested against: the share of pairs in which a cache makes the hit
+    /// arm faster (by the level's threshold). In (0.5, 1).
+    #[serde(default = "default_effect")]
+    pub effect: f64,
+}
+
+fn default_prompt_tokens() -> u64 {
+    4096
+}
+fn default_alpha() -> f64 {
+    1e-6
+}
+fn default_max_pairs() -> u32 {
+    250
+}
+fn default_effect() -> f64 {
+    0.75
+}
+
+impl TimingParams {
+    pub(crate) fn validate(&self) -> Result<(), ParamsError> {
+        let invalid = |field, problem: String| Err(ParamsError::Invalid { field, problem });
+        if self.prompt_tokens < 256 {
+            return invalid(
+                "prompt_tokens",
+                format!(
+                    "is {}; a cache is seen only on prompts of at least 256 tokens",
+                    self.prompt_tokens
+                ),
+            );
+        }
+        if !(self.alpha > 0.0 && self.alpha < 0.5) {
+            return invalid("alpha", format!("is {}; it must be in (0, 0.5)", self.alpha));
+        }
+        if self.max_pairs < 5 {
+            return invalid("max_pairs", format!("is {}; allow at least 5", self.max_pairs));
+        }
+        if !(self.effect > 0.5 && self.effect < 1.0) {
+            return invalid("effect", format!("is {}; it must be in (0.5, 1)", self.effect));
+        }
+        Ok(())
+    }
+}
+
+/// The last words of the victim's prompts and of the attacker's: they differ, so only
+/// the prefix before them can be shared.
+const VICTIM_TAIL: &str = "\n\nAnswer with one word: what is this text about?";
+const ATTACKER_TAIL: &str = "\n\nIn a single word, name the topic of the text above.";
+
+/// Which key attacks, relative to the victim's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    SameKey,
+    SameOrg,
+    OtherOrg,
+}
+
+impl Level {
+    fn name(self) -> &'static str {
+        match self {
+            Level::SameKey => "same key",
+            Level::SameOrg => "same organisation",
+            Level::OtherOrg => "other organisation",
+        }
+    }
+
+    /// Whether the vendor declares that a cache is shared at this level.
+    fn declared(self, scope: Option<CacheScope>) -> bool {
+        match self {
+            Level::SameKey => true,
+            Level::SameOrg => scope.is_some_and(|s| s >= CacheScope::Org),
+            Level::OtherOrg => scope == Some(CacheScope::Global),
+        }
+    }
+}
+
+/// Runs `cache.cross-tenant-timing`.
+pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let profile = ctx.session.profile();
+    let (victim, levels) = levels(&profile.tenants);
+    let declared = profile.declared.as_ref().and_then(|d| d.prefix_cache_scope);
+    let salts = profile.cache_salt;
+    let tokens = p.prompt_tokens.min(profile.context_window.saturating_sub(64).max(64));
+    let mut run = Run {
+        ctx,
+        p,
+        sizer: Sizer::calibrated(ctx, &victim).await?,
+        tokens,
+        salts,
+        pair_index: 0,
+        errors: Vec::new(),
+    };
+
+    let mut notes = Vec::new();
+    let mut findings = Vec::new();
+    let control = run.level(Level::SameKey, &victim, &victim, 0.0).await?;
+    let mut levels_done = vec![control];
+    let control = &levels_done[0];
+    let speedups: Vec<f64> = control.pairs.iter().map(|x| x.miss_ms - x.hit_ms).collect();
+    let median_speedup = median(&speedups);
+    let mut verdict_blocked = None;
+    match control.decision {
+        CacheDecision::CacheObserved => {
+            notes.push(format!(
+                "a cache exists: the same key's repeated prefix was faster in {}/{} pairs (median {median_speedup:.1} ms){}",
+                count_faster(control, 0.0),
+                control.pairs.len(),
+                usage_note(control)
+            ));
+            let threshold = (median_speedup / 2.0).max(0.0);
+            for (level, attacker) in &levels {
+                let mut done = run.level(*level, &victim, attacker, threshold).await?;
+                match done.decision {
+                    CacheDecision::Shared if level.declared(declared) => {
+                        done.decision = CacheDecision::SharedAsDeclared;
+                        notes.push(format!(
+                            "declared risk: tenant {victim}'s prefixes are served from cache to tenant {attacker} ({}), as the profile declares",
+                            level.name()
+                        ));
+                    }
+                    CacheDecision::Shared => findings.push(Finding {
+                        code: FindingCode::SharedPrefixCache,
+                        message: format!(
+                            "tenant {victim}'s prompt prefixes are served from cache to tenant {attacker} ({}): its prompts sharing them were faster by over {threshold:.1} ms in {}/{} pairs{}",
+                            level.name(),
+                            count_faster(&done, threshold),
+                            done.pairs.len(),
+                            usage_note(&done)
+                        ),
+                        leak: None,
+                    }),
+                    CacheDecision::NotShared => notes.push(format!(
+                        "not shared with tenant {attacker} ({}): {}/{} pairs faster by over {threshold:.1} ms",
+                        level.name(),
+                        count_faster(&done, threshold),
+                        done.pairs.len()
+                    )),
+                    _ => {
+                        verdict_blocked.get_or_insert(format!(
+                            "sharing with tenant {attacker} ({}) undecided after {} pairs",
+                            level.name(),
+                            done.pairs.len()
+                        ));
+                    }
+                }
+                levels_done.push(done);
+            }
+        }
+        CacheDecision::NoCacheObserved => {
+            verdict_blocked = Some(format!(
+                "no prefix cache observed even for the same key: the repeated prefix was faster in {}/{} pairs, and a cache speeding up at least {:.0}% of repeats would have been seen with error at most {:e}; sharing across keys cannot be tested without one",
+                count_faster(control, 0.0),
+                control.pairs.len(),
+                p.effect * 100.0,
+                p.alpha
+            ));
+        }
+        _ => {
+            verdict_blocked = Some(format!(
+                "the control (same key) was undecided after {} pairs: timing too noisy to see a cache at alpha {:e}",
+                control.pairs.len(),
+                p.alpha
+            ));
+        }
+    }
+    if !run.errors.is_empty() {
+        notes.push(format!("{} requests failed, first {}", run.errors.len(), run.errors[0]));
+    }
+    let pairs: usize = levels_done.iter().map(|l| l.pairs.len()).sum();
+    let mut what = format!(
+        "{} pairs over {} levels at alpha {:e} ({} requests){}",
+        pairs,
+        levels_done.len(),
+        p.alpha,
+        run.sizer.coverage.requests,
+        if salts {
+            ", each tenant with its own cache_salt"
+        } else {
+            ""
+        },
+    );
+    for note in notes {
+        what.push_str("; ");
+        what.push_str(&note);
+    }
+    let coverage = run.sizer.coverage;
+    let mut outcome = match (findings.is_empty(), verdict_blocked) {
+        (false, _) => Outcome {
+            verdict: Verdict::Fail,
+            summary: format!("{}; {what}", findings[0].message),
+            coverage,
+            findings,
+            sweep: Vec::new(),
+            timing: Vec::new(),
+        },
+        (true, Some(why)) => Outcome {
+            verdict: Verdict::Inconclusive,
+            summary: format!("{why}; {what}"),
+            coverage,
+            findings,
+            sweep: Vec::new(),
+            timing: Vec::new(),
+        },
+        (true, None) => Outcome {
+            verdict: Verdict::Pass,
+            summary: what,
+            coverage,
+            findings,
+            sweep: Vec::new(),
+            timing: Vec::new(),
+        },
+    };
+    outcome.timing = levels_done;
+    Ok(outcome)
+}
+
+/// The victim, and the attackers beyond the control: another key of the victim's
+/// organisation, and a key of another organisation, where the profile has them. The
+/// victim is the first tenant that shares its organisation with another, else the
+/// first.
+fn levels(tenants: &[TenantSpec]) -> (String, Vec<(Level, String)>) {
+    let partner = |v: &TenantSpec| tenants.iter().find(|t| t.label != v.label && t.org() == v.org());
+    let victim = tenants.iter().find(|v| partner(v).is_some()).unwrap_or(&tenants[0]);
+    let mut levels = Vec::new();
+    if let Some(t) = partner(victim) {
+        levels.push((Level::SameOrg, t.label.clone()));
+    }
+    if let Some(t) = tenants.iter().find(|t| t.org() != victim.org()) {
+        levels.push((Level::OtherOrg, t.label.clone()));
+    }
+    (victim.label.clone(), levels)
+}
+
+struct Run<'a, 'p> {
+    ctx: Context<'a>,
+    p: &'p TimingParams,
+    sizer: Sizer<'a>,
+    tokens: u64,
+    salts: bool,
+    pair_index: u32,
+    errors: Vec<String>,
+}
+
+impl Run<'_, '_> {
+    fn request(&self, tenant: &str, prompt: String) -> ChatRequest {
+        ChatRequest {
+            cache_salt: self.salts.then(|| {
+                format!(
+                    "{:016x}",
+                    self.ctx.session.secret().seed(tenant, self.ctx.case_id, u32::MAX)
+                )
+            }),
+            ..ChatRequest::user(prompt, 1)
+        }
+    }
+
+    /// Runs one level's pairs until its sequential test decides or the budget ends.
+    async fn level(
+        &mut self,
+        level: Level,
+        victim: &str,
+        attacker: &str,
+        threshold_ms: f64,
+    ) -> Result<TimingLevel, SessionError> {
+        let mut test = SequentialTest::new(self.p.alpha, self.p.effect);
+        let mut pairs = Vec::new();
+        let (mut cached_reported, mut cached_prefix) = (0, 0);
+        let mut decision = Decision::Undecided;
+        let mut tries = 0;
+        while decision == Decision::Undecided && tries < self.p.max_pairs {
+            tries += 1;
+            self.pair_index += 1;
+            let builder = self.sizer.builder().clone();
+            let prefix = builder.build(self.tokens, self.sizer.seed(victim), "", &[], "");
+            let fresh = builder.build(self.tokens, self.sizer.seed(attacker), "", &[], "");
+            let shared_tokens = self.sizer.tokens_of(&prefix);
+            let seeded = self
+                .sizer
+                .send_request(victim, &self.request(victim, format!("{prefix}{VICTIM_TAIL}")), false)
+                .await?;
+            let hit_request = self.request(attacker, format!("{prefix}{ATTACKER_TAIL}"));
+            let miss_request = self.request(attacker, format!("{fresh}{ATTACKER_TAIL}"));
+            // The order of the arms, from the run secret: unpredictable to the vendor.
+            let hit_first = self
+                .ctx
+                .session
+                .secret()
+                .seed(attacker, self.ctx.case_id, self.pair_index)
+                & 1
+                == 1;
+            let (hit, miss) = if hit_first {
+                let hit = self.sizer.send_request(attacker, &hit_request, false).await?;
+                (hit, self.sizer.send_request(attacker, &miss_request, false).await?)
+            } else {
+                let miss = self.sizer.send_request(attacker, &miss_request, false).await?;
+                (self.sizer.send_request(attacker, &hit_request, false).await?, miss)
+            };
+            let failed = [&seeded, &hit, &miss].into_iter().find(|s| !s.exchange.is_success());
+            if let Some(f) = failed {
+                self.errors.push(format!("#{} ({})", f.seq, describe(&f.exchange)));
+                continue;
+            }
+            let (h, m) = (&hit.exchange, &miss.exchange);
+            if let (Some(hc), Some(mc)) = (
+                h.usage.and_then(|u| u.cached_tokens),
+                m.usage.and_then(|u| u.cached_tokens),
+            ) {
+                cached_reported += 1;
+                if hc >= mc + shared_tokens / 2 {
+                    cached_prefix += 1;
+                }
+            }
+            let pair = TimingPair {
+                hit_ms: h.timings.total_ms,
+                miss_ms: m.timings.total_ms,
+                hit_seq: hit.seq,
+                miss_seq: miss.seq,
+            };
+            decision = test.observe(pair.miss_ms - pair.hit_ms > threshold_ms);
+            pairs.push(pair);
+        }
+        // The vendor's own report of reuse counts when it says so in most pairs.
+        let reported_reuse = cached_reported > 0 && cached_prefix * 2 > cached_reported;
+        let decision = match (level, decision) {
+            (Level::SameKey, Decision::Effect) => CacheDecision::CacheObserved,
+            (Level::SameKey, _) if reported_reuse => CacheDecision::CacheObserved,
+            (Level::SameKey, Decision::NoEffect) => CacheDecision::NoCacheObserved,
+            (_, Decision::Effect) => CacheDecision::Shared,
+            (_, _) if cached_prefix > 0 => CacheDecision::Shared,
+            (_, Decision::NoEffect) => CacheDecision::NotShared,
+            (_, Decision::Undecided) => CacheDecision::Undecided,
+        };
+        let (against_none, against_effect) = test.log10_evidence();
+        Ok(TimingLevel {
+            level: level.name().to_owned(),
+            victim: victim.to_owned(),
+            attacker: attacker.to_owned(),
+            threshold_ms,
+            pairs,
+            decision,
+            log10_evidence: [against_none, against_effect],
+            cached_reported,
+            cached_prefix,
+        })
+    }
+}
+
+fn count_faster(level: &TimingLevel, threshold: f64) -> usize {
+    level.pairs.iter().filter(|p| p.miss_ms - p.hit_ms > threshold).count()
+}
+
+fn usage_note(level: &TimingLevel) -> String {
+    if level.cached_reported == 0 {
+        String::new()
+    } else {
+        format!(
+            "; the vendor's usage reported the shared prefix cached in {}/{} pairs",
+            level.cached_prefix, level.cached_reported
+        )
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant(label: &str, org: Option<&str>) -> TenantSpec {
+        TenantSpec {
+            label: label.into(),
+            credential_env: format!("KEY_{label}"),
+            org: org.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn levels_follow_the_organisations() {
+        let (v, l) = levels(&[tenant("a", None), tenant("b", None)]);
+        assert_eq!(v, "a");
+        assert!(matches!(l.as_slice(), [(Level::OtherOrg, b)] if b == "b"));
+        let (v, l) = levels(&[
+            tenant("x", Some("o2")),
+            tenant("a", Some("o1")),
+            tenant("a2", Some("o1")),
+        ]);
+        assert_eq!(v, "a");
+        let names: Vec<(&str, &str)> = l.iter().map(|(lv, t)| (lv.name(), t.as_str())).collect();
+        assert_eq!(names, [("same organisation", "a2"), ("other organisation", "x")]);
+    }
+
+    #[test]
+    fn declared_scopes_cover_their_levels() {
+        assert!(!Level::SameOrg.declared(None));
+        assert!(Level::SameOrg.declared(Some(CacheScope::Org)));
+        assert!(!Level::OtherOrg.declared(Some(CacheScope::Org)));
+        assert!(Level::OtherOrg.declared(Some(CacheScope::Global)));
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+}

@@ -1,0 +1,341 @@
+//! `concurrency.binding` (T6): under many concurrent requests, some cancelled by their
+//! clients mid-stream, every answer must belong to its own request.
+//!
+//! Every request carries a nonce of its own: one of its tenant's canary records,
+//! which it asks to have repeated back. First a short *baseline*, one request at a
+//! time, measures how often the model copies its record when nothing else is in
+//! flight. Then a *burst*: `requests` requests from all tenants, up to `in_flight` at
+//! once over the session's pooled connections, streaming and not; a share of the
+//! streams is cancelled by the client after its first content frame.
+//!
+//! Every answer, cancelled ones included, is scanned for every nonce of the case:
+//!
+//! - another tenant's nonce is a leak (`CrossTenantCanary`), another request's nonce
+//!   of the same tenant a misrouted response (`ResponseMisrouted`): both fail;
+//! - an answer that lacks its own nonce may be only a weak model (small models garble
+//!   copied codes), so it is never a finding: when answers under load lack their nonce
+//!   significantly more often than in the baseline, the case is inconclusive and says
+//!   so; when the model copied no nonce even alone, misrouting cannot be seen at all
+//!   and the case is inconclusive too.
+//!
+//! A pass also needs concurrency (at least two requests in flight at once) and at
+//! least one stream cancelled with its answer unfinished.
+
+use super::{Context, ParamsError, conclude, describe, leak};
+use crate::adapter::ChatRequest;
+use crate::canary::Canary;
+use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
+use crate::scan::Scanner;
+use crate::session::{Sent, SessionError};
+use futures_util::StreamExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Parameters of `concurrency.binding`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BindingParams {
+    /// Requests in the burst, over all tenants.
+    #[serde(default = "default_requests")]
+    pub requests: u32,
+    /// Requests in flight at once (the profile's `max_concurrency` caps it).
+    #[serde(default = "default_in_flight")]
+    pub in_flight: u32,
+    /// The share of the burst sent as streams.
+    #[serde(default = "default_stream_share")]
+    pub stream_share: f64,
+    /// The share of the streams the client cancels after their first content frame.
+    #[serde(default = "default_cancel_share")]
+    pub cancel_share: f64,
+    /// Requests in the one-at-a-time baseline.
+    #[serde(default = "default_baseline")]
+    pub baseline: u32,
+    /// Tokens each request asks for.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_requests() -> u32 {
+    128
+}
+fn default_in_flight() -> u32 {
+    64
+}
+fn default_stream_share() -> f64 {
+    0.5
+}
+fn default_cancel_share() -> f64 {
+    0.5
+}
+fn default_baseline() -> u32 {
+    8
+}
+fn default_max_tokens() -> u32 {
+    96
+}
+
+impl BindingParams {
+    pub(crate) fn validate(&self) -> Result<(), ParamsError> {
+        let invalid = |field, problem: String| Err(ParamsError::Invalid { field, problem });
+        if self.requests < 2 {
+            return invalid("requests", format!("is {}; send at least 2", self.requests));
+        }
+        if self.in_flight < 2 {
+            return invalid(
+                "in_flight",
+                format!("is {}; concurrency needs at least 2", self.in_flight),
+            );
+        }
+        for (field, share) in [("stream_share", self.stream_share), ("cancel_share", self.cancel_share)] {
+            if !(0.0..=1.0).contains(&share) {
+                return invalid(field, format!("is {share}; a share is in [0, 1]"));
+            }
+        }
+        if self.stream_share * self.cancel_share * f64::from(self.requests) < 1.0 {
+            return invalid(
+                "cancel_share",
+                "requests × stream_share × cancel_share is below 1: no stream would be cancelled".into(),
+            );
+        }
+        if self.baseline < 2 {
+            return invalid("baseline", format!("is {}; measure at least 2", self.baseline));
+        }
+        if self.max_tokens < 16 {
+            return invalid("max_tokens", format!("is {}; ask for at least 16", self.max_tokens));
+        }
+        Ok(())
+    }
+}
+
+/// The one-sided binomial tail P(X <= k) for X ~ Bin(n, p).
+fn binomial_cdf(k: u32, n: u32, p: f64) -> f64 {
+    if p <= 0.0 {
+        return 1.0;
+    }
+    if p >= 1.0 {
+        return if k >= n { 1.0 } else { 0.0 };
+    }
+    let mut term = (1.0 - p).powi(n as i32);
+    let mut sum = term;
+    for i in 0..k.min(n) {
+        term *= (f64::from(n - i) / f64::from(i + 1)) * (p / (1.0 - p));
+        sum += term;
+    }
+    sum.min(1.0)
+}
+
+/// How far below the baseline's copy rate the burst's may fall before it is called
+/// suspicious: the binomial tail probability under the baseline's rate.
+const SUSPICIOUS_TAIL: f64 = 1e-3;
+
+/// One request of the case: its tenant, its nonce, and how it is sent.
+struct Planned {
+    tenant: String,
+    nonce: Canary,
+    stream: bool,
+    cancel: bool,
+}
+
+/// What came back for one planned request.
+struct Answered {
+    planned: Planned,
+    sent: Sent,
+}
+
+/// Runs `concurrency.binding`.
+pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let tenants: Vec<String> = ctx.session.tenant_labels().into_iter().map(str::to_owned).collect();
+    let mut index = 0u32;
+    let mut plan = |tenant: &str, stream: bool, cancel: bool| {
+        let nonce = ctx.session.canary(tenant, ctx.case_id, index);
+        index += 1;
+        Planned {
+            tenant: tenant.to_owned(),
+            nonce,
+            stream,
+            cancel,
+        }
+    };
+    let baseline: Vec<Planned> = (0..p.baseline)
+        .map(|i| plan(&tenants[i as usize % tenants.len()], i % 2 == 1, false))
+        .collect();
+    let streams = (f64::from(p.requests) * p.stream_share).round() as u32;
+    let cancels = (f64::from(streams) * p.cancel_share).round() as u32;
+    // Spread streams and cancellations evenly through the burst, so that cancelled
+    // slots are reused by the requests that follow them.
+    let burst: Vec<Planned> = (0..p.requests)
+        .map(|i| {
+            let stream = spread(i, p.requests, streams);
+            let cancel = stream && spread(i, p.requests, cancels);
+            plan(&tenants[i as usize % tenants.len()], stream, cancel)
+        })
+        .collect();
+    let nonces: Vec<Canary> = baseline.iter().chain(&burst).map(|r| r.nonce.clone()).collect();
+    let scanner = Scanner::new(nonces);
+
+    let mut coverage = Coverage::default();
+    let mut answered = Vec::new();
+    for r in baseline {
+        let sent = send(&ctx, &r, p.max_tokens).await?;
+        answered.push(Answered { planned: r, sent });
+    }
+    let baseline_len = answered.len();
+    let in_flight = p.in_flight.min(ctx.session.profile().max_concurrency) as usize;
+    let now = AtomicUsize::new(0);
+    let peak = AtomicUsize::new(0);
+    let results: Vec<Result<Answered, SessionError>> = futures_util::stream::iter(burst)
+        .map(|r| {
+            let (now, peak, ctx, max_tokens) = (&now, &peak, &ctx, p.max_tokens);
+            async move {
+                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(n, Ordering::SeqCst);
+                let sent = send(ctx, &r, max_tokens).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok(Answered {
+                    planned: r,
+                    sent: sent?,
+                })
+            }
+        })
+        .buffer_unordered(in_flight)
+        .collect()
+        .await;
+    for r in results {
+        answered.push(r?);
+    }
+    answered[baseline_len..].sort_by_key(|a| a.sent.seq);
+
+    let mut findings = Vec::new();
+    let mut copies = [(0u32, 0u32); 2]; // (copied, complete) for baseline, burst
+    let mut cancelled_unfinished = 0;
+    let mut failed = Vec::new();
+    for (i, a) in answered.iter().enumerate() {
+        let ex = &a.sent.exchange;
+        coverage.requests += 1;
+        if let Some(u) = ex.usage {
+            coverage.prompt_tokens += u.prompt_tokens;
+            coverage.completion_tokens += u.completion_tokens;
+        }
+        let text = ex.returned_text();
+        let mut own = false;
+        for hit in scanner.scan(&text, "") {
+            if hit.canary.id == a.planned.nonce.id {
+                own = true;
+                continue;
+            }
+            let origin = ctx
+                .session
+                .seeded_in(&hit.canary.id)
+                .map_or("a request not sent".to_owned(), |s| format!("request #{s}"));
+            if hit.canary.owner != a.planned.tenant {
+                findings.push(Finding {
+                    code: FindingCode::CrossTenantCanary,
+                    message: format!(
+                        "the answer to tenant {}'s request #{} holds the nonce of tenant {}'s {origin} ({})",
+                        a.planned.tenant, a.sent.seq, hit.canary.owner, hit.canary.id
+                    ),
+                    leak: Some(leak(ctx.session, hit, &a.planned.tenant, a.sent.seq)),
+                });
+            } else {
+                findings.push(Finding {
+                    code: FindingCode::ResponseMisrouted,
+                    message: format!(
+                        "the answer to request #{} holds the nonce of {origin} ({}), another request of tenant {}",
+                        a.sent.seq, hit.canary.id, a.planned.tenant
+                    ),
+                    leak: None,
+                });
+            }
+        }
+        if ex.cancelled {
+            if ex.finish_reason.is_none() {
+                cancelled_unfinished += 1;
+            }
+            continue;
+        }
+        if !ex.is_success() {
+            failed.push(format!("#{} ({})", a.sent.seq, describe(ex)));
+            continue;
+        }
+        let stage = &mut copies[usize::from(i >= baseline_len)];
+        stage.1 += 1;
+        stage.0 += u32::from(own);
+    }
+    let peak = peak.into_inner();
+    let [(base_copied, base_n), (burst_copied, burst_n)] = copies;
+    let what = format!(
+        "{} requests, up to {peak} in flight (profile allows {}), {cancelled_unfinished} streams cancelled mid-answer; own nonce copied in {base_copied}/{base_n} answers alone and {burst_copied}/{burst_n} under load",
+        coverage.requests,
+        ctx.session.profile().max_concurrency
+    );
+    let base_rate = f64::from(base_copied) / f64::from(base_n.max(1));
+    let reached = if base_copied == 0 {
+        Err(format!(
+            "the model repeated none of {base_n} nonces even one request at a time, so a misrouted answer could not be recognised; {what}"
+        ))
+    } else if peak < 2 {
+        Err(format!("no two requests were in flight at once; {what}"))
+    } else if cancelled_unfinished == 0 {
+        Err(format!(
+            "no cancelled stream was still unfinished when it was cancelled (answers too short, or sent at once); {what}"
+        ))
+    } else if !failed.is_empty() && failed.len() * 5 > answered.len() {
+        Err(format!(
+            "{} of {} answers failed, first {}; {what}",
+            failed.len(),
+            answered.len(),
+            failed[0]
+        ))
+    } else if burst_n == 0 || binomial_cdf(burst_copied, burst_n, base_rate) < SUSPICIOUS_TAIL {
+        Err(format!(
+            "answers under load lacked their own nonce far more often than alone (a misrouted answer would look so; a weak model under load could too); {what}"
+        ))
+    } else {
+        Ok(what)
+    };
+    Ok(conclude(findings, reached, coverage))
+}
+
+/// Whether item `i` of `n` is one of `k` spread evenly among them.
+fn spread(i: u32, n: u32, k: u32) -> bool {
+    let (i, n, k) = (u64::from(i), u64::from(n), u64::from(k));
+    (i * k) / n != ((i + 1) * k) / n
+}
+
+async fn send(ctx: &Context<'_>, r: &Planned, max_tokens: u32) -> Result<Sent, SessionError> {
+    let prompt = format!(
+        "Please repeat the following customer record back to me exactly as written, and nothing else. {}",
+        r.nonce.record()
+    );
+    let request = ChatRequest {
+        stream: r.stream,
+        cancel_after: r.cancel.then_some(1),
+        ..ChatRequest::user(prompt, max_tokens)
+    };
+    ctx.session.chat(ctx.case_id, &r.tenant, &request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_picks_exactly_k_evenly() {
+        for (n, k) in [(128, 64), (128, 32), (10, 3), (5, 5), (7, 0)] {
+            let picked: Vec<u32> = (0..n).filter(|&i| spread(i, n, k)).collect();
+            assert_eq!(picked.len() as u32, k, "n={n} k={k}");
+        }
+        let every_other: Vec<u32> = (0..8).filter(|&i| spread(i, 8, 4)).collect();
+        assert_eq!(every_other, [1, 3, 5, 7]);
+    }
+
+    #[test]
+    fn binomial_tail_matches_hand_values() {
+        assert!((binomial_cdf(0, 3, 0.5) - 0.125).abs() < 1e-12);
+        assert!((binomial_cdf(1, 3, 0.5) - 0.5).abs() < 1e-12);
+        assert!((binomial_cdf(3, 3, 0.5) - 1.0).abs() < 1e-12);
+        assert_eq!(binomial_cdf(9, 10, 1.0), 0.0);
+        assert_eq!(binomial_cdf(10, 10, 1.0), 1.0);
+    }
+}
