@@ -13,7 +13,7 @@
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Instant;
-use tenantcheck::adapter::{ChatRequest, OpenAiChat};
+use tenantcheck::adapter::{ChatRequest, OpenAiChat, Provider};
 use tenantcheck::canary::RunSecret;
 use tenantcheck::credential::{Redactor, Secret};
 use tenantcheck::session::Session;
@@ -28,6 +28,9 @@ fn main() {
     };
     let arg = |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
     let (requests, in_flight, runs) = (arg(1, 20_000), arg(2, 64), arg(3, 5));
+    // TENANTCHECK_RATE_ADAPTER_ONLY=1: the adapter alone, without the session's
+    // transcript (to see what the evidence costs).
+    let adapter_only = std::env::var_os("TENANTCHECK_RATE_ADAPTER_ONLY").is_some();
     let key = |name: &str| Secret::new(std::env::var(name).unwrap_or_else(|_| panic!("set {name}")));
     let tenants = vec![
         TenantKey {
@@ -63,22 +66,29 @@ fn main() {
         };
         let path = dir.join(format!("transcript-{run}.jsonl"));
         let transcript = Transcript::create(&path, Redactor::new(tenants.iter().map(|t| &t.secret)), &header).unwrap();
-        let provider = OpenAiChat::new(&base_url, &profile.model, std::time::Duration::from_secs(30)).unwrap();
+        let provider: Arc<OpenAiChat> =
+            Arc::new(OpenAiChat::new(&base_url, &profile.model, std::time::Duration::from_secs(30)).unwrap());
         let session = Session::new(
             profile.clone(),
-            Arc::new(provider),
+            provider.clone(),
             tenants.clone(),
             Arc::new(transcript),
             secret,
         );
         let request = ChatRequest::user("Say hello in one word.", 16);
-        let (ok, seconds) = runtime.block_on(async {
+        // As in the harness: the loop runs as a task on the runtime's workers.
+        let task = runtime.spawn(async move {
+            let provider = &provider;
             let started = Instant::now();
             let ok = futures_util::stream::iter(0..requests)
                 .map(|i| {
                     let (session, request) = (&session, &request);
                     async move {
                         let tenant = if i % 2 == 0 { "a" } else { "b" };
+                        if adapter_only {
+                            let key = &session.key(tenant).unwrap().secret;
+                            return provider.chat(key, request).await.is_success();
+                        }
                         session
                             .chat("bench", tenant, request)
                             .await
@@ -91,9 +101,15 @@ fn main() {
                 .await;
             (ok, started.elapsed().as_secs_f64())
         });
+        let (ok, seconds) = runtime.block_on(task).unwrap();
         assert_eq!(ok, requests, "{} of {requests} requests failed", requests - ok);
         let rate = requests as f64 / seconds;
         eprintln!("run {run}: {requests} requests in {seconds:.2} s: {rate:.0} req/s");
+        let transcript_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        eprintln!(
+            "  transcript: {transcript_bytes} bytes, {} per request",
+            transcript_bytes / requests as u64
+        );
         rates.push(rate);
         let _ = std::fs::remove_file(&path);
     }

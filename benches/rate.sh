@@ -51,18 +51,29 @@ LUA
 sleep 0.5
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# CPU seconds (user + system) a process has used so far.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
 bench=$(ls -t target/release/deps/rate-* | grep -v '\.d$' | head -n 1)
-for endpoint in sim:18090 nginx:18091; do
-    name=${endpoint%%:*} port=${endpoint##*:}
+nginx_worker=$(pgrep -P "$(cat "$work/nginx.pid")" | head -n 1)
+for endpoint in sim:18090:$sim nginx:18091:$nginx_worker; do
+    IFS=: read -r name port server <<<"$endpoint"
     url="http://127.0.0.1:$port/v1"
-    wrk_rates=()
-    for _ in 1 2 3; do
-        wrk_rates+=("$(wrk -t2 -c64 -d"${secs}s" -s "$work/post.lua" "$url/chat/completions" | awk '/Requests\/sec/ {print $2}')")
-    done
+    wrk_rates=() wrk_requests=0
+    s0=$(cpu "$server")
+    /usr/bin/time -f "%U %S" -o "$work/wrk.cpu" bash -c "for i in 1 2 3; do wrk -t2 -c64 -d${secs}s -s '$work/post.lua' '$url/chat/completions'; done" >"$work/wrk.out"
+    s1=$(cpu "$server")
+    mapfile -t wrk_rates < <(awk '/Requests\/sec/ {print $2}' "$work/wrk.out")
+    wrk_requests=$(awk '/requests in/ {n += $1} END {print n}' "$work/wrk.out")
     wrk_median=$(printf '%s\n' "${wrk_rates[@]}" | median)
     requests=$(awk -v r="$wrk_median" -v s="$secs" 'BEGIN {printf "%d", r * s / 2}')
-    harness_line=$("$bench" "$url" "$requests" 64 3 2>/dev/null)
+    harness_line=$(/usr/bin/time -f "%U %S" -o "$work/harness.cpu" "$bench" "$url" "$requests" 64 3 2>/dev/null)
+    s2=$(cpu "$server")
     harness_median=$(echo "$harness_line" | awk '{print $3}')
-    ratio=$(awk -v h="$harness_median" -v w="$wrk_median" 'BEGIN {printf "%.2f", h / w}')
-    echo "$name: wrk median $wrk_median req/s (runs: ${wrk_rates[*]}); $harness_line; ratio harness/wrk $ratio"
+    per_request() { awk -v c="$1" -v n="$2" 'BEGIN {printf "%.1f", c / n * 1e6}'; }
+    wrk_cpu=$(awk '{print $1 + $2}' "$work/wrk.cpu")
+    harness_cpu=$(awk '{print $1 + $2}' "$work/harness.cpu")
+    echo "$name: wrk median $wrk_median req/s (runs: ${wrk_rates[*]}); $harness_line"
+    echo "  ratio harness/wrk $(awk -v h="$harness_median" -v w="$wrk_median" 'BEGIN {printf "%.2f", h / w}')"
+    echo "  CPU per request, client: wrk $(per_request "$wrk_cpu" "$wrk_requests") us, harness $(per_request "$harness_cpu" $((requests * 3))) us"
+    echo "  CPU per request, server: under wrk $(per_request "$(awk -v a="$s1" -v b="$s0" 'BEGIN {print a - b}')" "$wrk_requests") us, under the harness $(per_request "$(awk -v a="$s2" -v b="$s1" 'BEGIN {print a - b}')" $((requests * 3))) us"
 done

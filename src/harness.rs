@@ -31,7 +31,6 @@ use crate::vendor::{ProfileError, ProfileErrorKind, TenantKey, VendorProfile};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -267,21 +266,29 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             let advisories = suite.advisories.clone();
             let kind = case.threat.to_string();
             Trial::test(case.id.clone(), move || {
-                let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let id = case.id.clone();
+                // The probe runs as a task on the runtime's workers, beside the
+                // connections it uses, not on this trial thread: every request would
+                // otherwise cross threads twice (about 40% more CPU per request, see
+                // docs/performance.md). A panic comes back as the task's result.
+                let task = handle.spawn(async move {
                     let ctx = crate::probe::Context {
                         case_id: &case.id,
                         session: &session,
                         advisories: &advisories,
                     };
-                    handle.block_on(crate::probe::run(&case.probe, ctx))
-                }));
-                let outcome = ran.unwrap_or_else(|panic| tool_bug(&panic));
+                    crate::probe::run(&case.probe, ctx).await
+                });
+                let outcome = match handle.block_on(task) {
+                    Ok(outcome) => outcome,
+                    Err(e) => match e.try_into_panic() {
+                        Ok(panic) => tool_bug(&panic),
+                        Err(e) => tool_bug(&(Box::new(e.to_string()) as Box<dyn std::any::Any + Send>)),
+                    },
+                };
                 let verdict = outcome.verdict;
                 let summary = redactor.redact(&outcome.summary).into_owned();
-                results
-                    .lock()
-                    .expect("results lock poisoned")
-                    .insert(case.id.clone(), outcome);
+                results.lock().expect("results lock poisoned").insert(id, outcome);
                 match verdict {
                     Verdict::Pass | Verdict::Skipped => Ok(()),
                     Verdict::Fail => Err(Failed::from(summary)),

@@ -171,7 +171,8 @@ pub struct Finding {
     pub code: FindingCode,
     /// A sentence a reviewer reads.
     pub message: String,
-    /// For leaks: which canary, whose, where it was seeded and where it came back.
+    /// For leaks and misrouted answers: which canary, whose, where it was seeded and
+    /// where it came back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leak: Option<LeakEvidence>,
 }
@@ -210,7 +211,8 @@ pub enum FindingCode {
     ToolBug,
 }
 
-/// The evidence of a cross-tenant leak.
+/// The evidence of a canary in an answer it does not belong to: another tenant's (a
+/// leak), or another request's of the same tenant (a misrouted answer).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LeakEvidence {
     /// The canary's id (`owner/case/index`); re-derivable from the run secret.

@@ -66,15 +66,6 @@ enum Record<'a> {
     },
 }
 
-#[derive(Serialize)]
-struct Line<'a> {
-    seq: u64,
-    prev: &'a str,
-    at: String,
-    #[serde(flatten)]
-    record: Record<'a>,
-}
-
 /// The transcript's digest and length, as recorded in the report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TranscriptSummary {
@@ -140,23 +131,25 @@ impl Transcript {
     }
 
     fn append(&self, record: Record<'_>) -> std::io::Result<u64> {
+        // The record is serialised and redacted before the lock is taken: only the
+        // chain fields and the write wait for the previous line.
+        let body = serde_json::to_string(&record).map_err(std::io::Error::other)?;
+        let body = self.redactor.redact(&body);
+        let fields = body.strip_prefix('{').expect("a record is a JSON object");
         let mut inner = self.inner.lock().expect("transcript lock poisoned");
         let seq = inner.next_seq;
-        let line = Line {
-            seq,
-            prev: &inner.prev,
-            at: crate::now_rfc3339(),
-            record,
-        };
-        let json = serde_json::to_string(&line).map_err(std::io::Error::other)?;
-        let json = self.redactor.redact(&json);
-        let mut bytes = Vec::with_capacity(json.len() + 1);
-        bytes.extend_from_slice(json.as_bytes());
+        let mut bytes = Vec::with_capacity(body.len() + 128);
+        let at = serde_json::to_string(&crate::now_rfc3339()).map_err(std::io::Error::other)?;
+        write!(
+            bytes,
+            "{{\"seq\":{seq},\"prev\":\"{}\",\"at\":{at},{fields}",
+            inner.prev
+        )?;
+        let line_len = bytes.len();
         bytes.push(b'\n');
         inner.file.write_all(&bytes)?;
-        inner.file.flush()?;
         inner.whole.update(&bytes);
-        inner.prev = crate::sha256_hex(json.as_bytes());
+        inner.prev = crate::sha256_hex(&bytes[..line_len]);
         inner.next_seq += 1;
         Ok(seq)
     }

@@ -3,21 +3,11 @@
 
 mod common;
 
-use common::{Sim, TempDir, files, output, run_vendor, tenantcheck};
+use common::{Sim, TempDir, files, output, resigned, run_vendor, tenantcheck, verified};
 use std::path::Path;
 use tenantcheck::canary::{Fragment, RunSecret};
 use tenantcheck::outcome::{FindingCode, Verdict};
 use tenantcheck::report::{self, Report, key};
-
-fn verified(run_dir: &Path) -> Report {
-    let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
-    let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
-    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
-    report::verify(&envelope, &public, Some(&transcript), None, |_| {})
-        .expect("the run's own report verifies")
-        .report()
-        .clone()
-}
 
 fn isolation(report: &Report) -> &tenantcheck::report::CaseReport {
     report
@@ -466,19 +456,6 @@ fn a_buyers_challenge_is_mixed_into_the_secret_and_checked_by_verify() {
     assert!(stderr.contains("made for challenge c0ffee42, not c0ffee43"), "{stderr}");
     let (code, _, stderr) = verify("xyz");
     assert_eq!(code, Some(2), "bad hex is a usage error: {stderr}");
-}
-
-/// A report signed by a tool that lies about its transcript: the verdicts are re-judged
-/// from the transcript and the revealed secret, so the lie shows.
-fn resigned(run_dir: &Path, change: impl FnOnce(&mut Report)) -> Result<(), String> {
-    let mut report = verified(run_dir);
-    change(&mut report);
-    let key = key::read_private(&run_dir.join(key::PRIVATE_KEY_FILE)).unwrap();
-    let envelope = serde_json::to_vec(&report.sign(&key)).unwrap();
-    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
-    report::verify(&envelope, &key.verifying_key(), Some(&transcript), None, |_| {})
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 #[test]

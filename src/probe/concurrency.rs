@@ -228,25 +228,19 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
                 .session
                 .seeded_in(&hit.canary.id)
                 .map_or("a request not sent".to_owned(), |s| format!("request #{s}"));
-            if hit.canary.owner != a.planned.tenant {
-                findings.push(Finding {
-                    code: FindingCode::CrossTenantCanary,
-                    message: format!(
-                        "the answer to tenant {}'s request #{} holds the nonce of tenant {}'s {origin} ({})",
-                        a.planned.tenant, a.sent.seq, hit.canary.owner, hit.canary.id
-                    ),
-                    leak: Some(leak(ctx.session, hit, &a.planned.tenant, a.sent.seq)),
-                });
+            let code = if hit.canary.owner != a.planned.tenant {
+                FindingCode::CrossTenantCanary
             } else {
-                findings.push(Finding {
-                    code: FindingCode::ResponseMisrouted,
-                    message: format!(
-                        "the answer to request #{} holds the nonce of {origin} ({}), another request of tenant {}",
-                        a.sent.seq, hit.canary.id, a.planned.tenant
-                    ),
-                    leak: None,
-                });
-            }
+                FindingCode::ResponseMisrouted
+            };
+            findings.push(Finding {
+                code,
+                message: format!(
+                    "the answer to tenant {}'s request #{} holds the nonce of tenant {}'s {origin} ({})",
+                    a.planned.tenant, a.sent.seq, hit.canary.owner, hit.canary.id
+                ),
+                leak: Some(leak(ctx.session, hit, &a.planned.tenant, a.sent.seq)),
+            });
         }
         if ex.cancelled {
             if ex.finish_reason.is_none() {

@@ -13,7 +13,7 @@ pub mod declared;
 pub mod errors;
 pub mod isolation;
 pub mod objects;
-mod sequential;
+pub(crate) mod sequential;
 pub mod stream;
 pub mod usage;
 

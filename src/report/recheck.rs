@@ -13,7 +13,12 @@
 //!   rule, and the number of improper ones must equal its `FailureAsSuccess` findings;
 //! - **usage**: the answers of `usage.consistency` are re-judged with the probe's own
 //!   rule and the case's recorded parameters (and the profile's local tokenizer), and the
-//!   mismatches must be as many as its `UsageMismatch` findings.
+//!   mismatches must be as many as its `UsageMismatch` findings;
+//! - **timing**: every time a timing level reports is the `total_ms` of the exchange it
+//!   names, sent by the level's attacker within the case; the sequential test is
+//!   replayed over the pairs and must give the signed evidence and decision, stopping
+//!   at the last pair; the levels found shared must be as many as the
+//!   `SharedPrefixCache` findings.
 
 use super::{Report, VerifyError};
 use crate::adapter::Exchange;
@@ -30,6 +35,8 @@ pub(super) struct Rechecked {
     pub refusals: usize,
     /// Usage mismatches re-judged, when the usage case ran.
     pub usage: Option<usize>,
+    /// Timing levels replayed.
+    pub timing_levels: usize,
 }
 
 pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) -> Result<Rechecked, VerifyError> {
@@ -42,6 +49,8 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut leaks: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     let mut usage_answers: Vec<(u64, String, Exchange)> = Vec::new();
+    // seq -> (case, tenant, total_ms), for the timing levels.
+    let mut timed: BTreeMap<u64, (String, String, f64)> = BTreeMap::new();
     let mut responses = 0;
     for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad("transcript", e.to_string()))?;
@@ -53,6 +62,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         let tenant = v["tenant"].as_str().unwrap_or_default();
         let ex: Exchange = serde_json::from_value(v["exchange"].clone()).map_err(|e| bad(&case, e.to_string()))?;
         responses += 1;
+        timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.total_ms));
         for hit in scanner.scan(&ex.returned_text(), tenant) {
             leaks.entry(case.clone()).or_default().insert((seq, hit.canary.id));
         }
@@ -85,6 +95,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     }
     let mut confirmed = 0;
     let mut usage_checked = None;
+    let mut timing_levels = 0;
     for (case, found) in &leaks {
         if !report.cases.iter().any(|c| &c.id == case) {
             let (seq, id) = found.iter().next().expect("non-empty");
@@ -166,6 +177,46 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             }
             usage_checked = Some(judged.len());
         }
+        if !c.outcome.timing.is_empty() {
+            let p: crate::probe::cache::TimingParams =
+                serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+            for level in &c.outcome.timing {
+                for pair in &level.pairs {
+                    for (seq, ms) in [(pair.hit_seq, pair.hit_ms), (pair.miss_seq, pair.miss_ms)] {
+                        let named = timed.get(&seq);
+                        if named != Some(&(c.id.clone(), level.attacker.clone(), ms)) {
+                            return Err(bad(
+                                &c.id,
+                                format!(
+                                    "level {:?} names #{seq} as tenant {}'s answer in {ms} ms; the transcript has {named:?}",
+                                    level.level, level.attacker
+                                ),
+                            ));
+                        }
+                    }
+                }
+                crate::probe::cache::replay(&p, level).map_err(|problem| bad(&c.id, problem))?;
+                timing_levels += 1;
+            }
+            let shared = c
+                .outcome
+                .timing
+                .iter()
+                .filter(|l| l.decision == crate::outcome::CacheDecision::Shared)
+                .count();
+            let signed = c
+                .outcome
+                .findings
+                .iter()
+                .filter(|f| f.code == FindingCode::SharedPrefixCache)
+                .count();
+            if shared != signed {
+                return Err(bad(
+                    &c.id,
+                    format!("{shared} levels are shared by their pairs, the report has {signed} findings"),
+                ));
+            }
+        }
         if c.id == "errors.semantics" {
             let signed = c
                 .outcome
@@ -188,6 +239,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         leaks: confirmed,
         refusals: refusals.values().sum(),
         usage: usage_checked,
+        timing_levels,
     })
 }
 

@@ -122,3 +122,40 @@ pub fn run_vendor(profile: &Path, run_dir: &Path, key_a: &str, key_b: &str) -> (
             .env("TENANTCHECK_KEY_B", key_b),
     )
 }
+
+/// The report of a run folder, through `verify` with its transcript (the re-check
+/// included); panics when it does not verify.
+pub fn verified(run_dir: &Path) -> tenantcheck::report::Report {
+    use tenantcheck::report::{self, key};
+    let envelope = std::fs::read(run_dir.join(report::ENVELOPE_FILE)).unwrap();
+    let public = key::read_public(&run_dir.join(key::PUBLIC_KEY_FILE)).unwrap();
+    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    report::verify(&envelope, &public, Some(&transcript), None, |_| {})
+        .expect("the run's own report verifies")
+        .report()
+        .clone()
+}
+
+/// The transcript's exchange lines by sequence number, as JSON.
+pub fn transcript_exchanges(run_dir: &Path) -> std::collections::BTreeMap<u64, serde_json::Value> {
+    let text = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "exchange")
+        .map(|v| (v["seq"].as_u64().unwrap(), v))
+        .collect()
+}
+
+/// A report signed by a tool that lies about its transcript: the run's report, changed
+/// by `change`, signed again with the run's key and verified with the transcript.
+pub fn resigned(run_dir: &Path, change: impl FnOnce(&mut tenantcheck::report::Report)) -> Result<(), String> {
+    use tenantcheck::report::{self, key};
+    let mut report = verified(run_dir);
+    change(&mut report);
+    let key = key::read_private(&run_dir.join(key::PRIVATE_KEY_FILE)).unwrap();
+    let envelope = serde_json::to_vec(&report.sign(&key)).unwrap();
+    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    report::verify(&envelope, &key.verifying_key(), Some(&transcript), None, |_| {})
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}

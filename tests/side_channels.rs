@@ -1,0 +1,227 @@
+//! Concurrency and side channels (T6, T7) against the reference vendor as its own
+//! process: the faults each probe must catch, the evidence it must leave, and the
+//! profile settings (cache salts, declared sharing) that change what counts as a fail.
+
+mod common;
+
+use common::{Sim, TempDir, resigned, transcript_exchanges, verified};
+use std::path::PathBuf;
+use tenantcheck::outcome::{CacheDecision, FindingCode, Verdict};
+use tenantcheck::report::CaseReport;
+
+/// Runs the cases matching `filter` against a sim with `flags`, the profile edited by
+/// `edit`; returns the run folder and the named case's verified report.
+fn run_case(
+    tmp: &TempDir,
+    flags: &[&str],
+    filter: &str,
+    edit: impl Fn(String) -> String,
+    case: &str,
+) -> (PathBuf, CaseReport) {
+    let sim = Sim::start("side-key-a-1234", "side-key-b-1234", flags);
+    let profile = sim.profile(tmp.path());
+    std::fs::write(&profile, edit(std::fs::read_to_string(&profile).unwrap())).unwrap();
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = common::output(
+        common::tenantcheck()
+            .args(["run", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&run_dir)
+            .arg(filter)
+            .env("TENANTCHECK_KEY_A", "side-key-a-1234")
+            .env("TENANTCHECK_KEY_B", "side-key-b-1234"),
+    );
+    assert!(matches!(code, Some(0 | 1 | 3)), "exit {code:?}\n{stdout}\n{stderr}");
+    let report = verified(&run_dir);
+    let case = report
+        .cases
+        .iter()
+        .find(|c| c.id == case)
+        .unwrap_or_else(|| panic!("{case} ran"))
+        .clone();
+    (run_dir, case)
+}
+
+fn timing_case(r: &mut tenantcheck::report::Report) -> &mut CaseReport {
+    r.cases
+        .iter_mut()
+        .find(|c| c.id == "cache.cross-tenant-timing")
+        .unwrap()
+}
+
+fn unchanged(profile: String) -> String {
+    profile
+}
+
+#[test]
+fn cancel_swap_fails_binding_and_names_the_cancelled_requests_nonce() {
+    let tmp = TempDir::new("cancel-swap");
+    let (run_dir, case) = run_case(
+        &tmp,
+        &["--fault", "cancel-swap"],
+        "concurrency",
+        unchanged,
+        "concurrency.binding",
+    );
+    assert_eq!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+    let exchanges = transcript_exchanges(&run_dir);
+    let mut checked = 0;
+    for f in &case.outcome.findings {
+        let leak = f.leak.as_ref().expect("every binding finding carries its evidence");
+        match f.code {
+            FindingCode::CrossTenantCanary => assert_ne!(leak.owner, leak.recipient),
+            FindingCode::ResponseMisrouted => assert_eq!(leak.owner, leak.recipient),
+            other => panic!("unexpected finding {other:?}"),
+        }
+        assert!(leak.canary_id.contains("/concurrency.binding/"));
+        assert!(
+            f.message.contains(&leak.canary_id),
+            "the swapped nonce is named: {:?}",
+            f.message
+        );
+        // The request that carried the nonce was a stream its client cancelled, and
+        // the answer that holds it is another request's.
+        let seeded = leak.seeded_in.expect("the nonce's request is known");
+        assert_ne!(seeded, leak.returned_in);
+        assert_eq!(exchanges[&seeded]["exchange"]["cancelled"], true, "{:?}", f.message);
+        let returned = exchanges[&leak.returned_in]["exchange"]["content"].as_str().unwrap();
+        assert!(
+            returned.contains(&leak.matched),
+            "#{} does not hold {:?}",
+            leak.returned_in,
+            leak.matched
+        );
+        checked += 1;
+    }
+    assert!(checked > 0);
+}
+
+#[test]
+fn a_global_prefix_cache_fails_timing_at_alpha_with_every_raw_time_in_the_transcript() {
+    let tmp = TempDir::new("global-cache");
+    let (run_dir, case) = run_case(
+        &tmp,
+        &["--prefix-cache", "global"],
+        "cache",
+        unchanged,
+        "cache.cross-tenant-timing",
+    );
+    assert_eq!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+    assert_eq!(case.outcome.findings[0].code, FindingCode::SharedPrefixCache);
+    let [control, other] = case.outcome.timing.as_slice() else {
+        panic!(
+            "two levels for two tenants of two organisations: {:?}",
+            case.outcome.timing
+        )
+    };
+    assert_eq!(
+        (control.level.as_str(), control.decision),
+        ("same key", CacheDecision::CacheObserved)
+    );
+    assert_eq!(
+        (other.level.as_str(), other.decision),
+        ("other organisation", CacheDecision::Shared)
+    );
+    // Decided by the sequential test at the case's alpha (1e-6), well inside the budget.
+    assert!(other.log10_evidence[0] >= 6.0, "{:?}", other.log10_evidence);
+    assert!(other.pairs.len() < 250);
+    assert!(
+        other.cached_prefix > 0,
+        "the sim reports cached tokens: direct evidence"
+    );
+    let exchanges = transcript_exchanges(&run_dir);
+    for level in [control, other] {
+        for p in &level.pairs {
+            for (seq, ms, tenant) in [
+                (p.hit_seq, p.hit_ms, &level.attacker),
+                (p.miss_seq, p.miss_ms, &level.attacker),
+            ] {
+                let line = &exchanges[&seq];
+                assert_eq!(line["tenant"], tenant.as_str());
+                assert_eq!(line["exchange"]["timings"]["total_ms"].as_f64(), Some(ms));
+            }
+        }
+    }
+
+    // verify replays the test from the transcript: a report that hides the sharing, or
+    // that moves one time, does not verify even when signed with the run's key.
+    assert_eq!(resigned(&run_dir, |_| {}), Ok(()));
+    let err = resigned(&run_dir, |r| {
+        let case = timing_case(r);
+        case.outcome.findings.clear();
+        case.outcome.verdict = Verdict::Pass;
+        case.outcome.timing[1].decision = CacheDecision::NotShared;
+        r.tally();
+    })
+    .unwrap_err();
+    assert!(
+        err.contains("its pairs decide Shared, the report says NotShared"),
+        "{err}"
+    );
+    let err = resigned(&run_dir, |r| {
+        timing_case(r).outcome.timing[1].pairs[0].hit_ms += 3.0;
+    })
+    .unwrap_err();
+    assert!(err.contains("as tenant b's answer in"), "{err}");
+}
+
+#[test]
+fn cache_salts_isolate_a_global_cache_and_declared_sharing_is_a_declared_risk() {
+    let salted = |p: String| p.replace("stored_responses = true", "stored_responses = true\ncache_salt = true");
+    let tmp = TempDir::new("salted");
+    let (_, case) = run_case(
+        &tmp,
+        &["--prefix-cache", "global"],
+        "cache",
+        salted,
+        "cache.cross-tenant-timing",
+    );
+    assert_eq!(case.outcome.verdict, Verdict::Pass, "{}", case.outcome.summary);
+    assert!(case.outcome.summary.contains("its own cache_salt"));
+    let decisions: Vec<CacheDecision> = case.outcome.timing.iter().map(|l| l.decision).collect();
+    assert_eq!(decisions, [CacheDecision::CacheObserved, CacheDecision::NotShared]);
+
+    let declared = |p: String| {
+        p.replace(
+            "kv_canaries = false",
+            "kv_canaries = false\nprefix_cache_scope = \"global\"",
+        )
+    };
+    let tmp = TempDir::new("declared");
+    let (_, case) = run_case(
+        &tmp,
+        &["--prefix-cache", "global"],
+        "cache",
+        declared,
+        "cache.cross-tenant-timing",
+    );
+    assert_eq!(case.outcome.verdict, Verdict::Pass, "{}", case.outcome.summary);
+    assert!(
+        case.outcome.summary.contains("declared risk"),
+        "{}",
+        case.outcome.summary
+    );
+    assert_eq!(case.outcome.timing[1].decision, CacheDecision::SharedAsDeclared);
+}
+
+#[test]
+fn without_a_cache_the_timing_case_is_inconclusive_with_the_power_it_had() {
+    let tmp = TempDir::new("no-cache");
+    let (_, case) = run_case(
+        &tmp,
+        &["--prefix-cache", "off"],
+        "cache",
+        unchanged,
+        "cache.cross-tenant-timing",
+    );
+    assert_eq!(case.outcome.verdict, Verdict::Inconclusive);
+    assert!(
+        case.outcome.summary.contains("no prefix cache observed"),
+        "{}",
+        case.outcome.summary
+    );
+    assert_eq!(case.outcome.timing.len(), 1, "no cross-key level without a cache");
+    assert_eq!(case.outcome.timing[0].decision, CacheDecision::NoCacheObserved);
+    assert!(case.outcome.timing[0].log10_evidence[1] >= 6.0);
+}
