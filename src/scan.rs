@@ -18,6 +18,19 @@ use aho_corasick::{AhoCorasick, MatchKind};
 /// Up to this many patterns the matcher is a DFA; beyond, aho-corasick chooses.
 const MAX_DFA_PATTERNS: usize = 40_000;
 
+/// Every canary fragment holds at least this many digits in a row, once normalised
+/// (the e-mail's five, the account's twelve): text without such a run is skipped.
+const MIN_DIGIT_RUN: usize = 5;
+
+/// The longest run of ASCII digits in `s`.
+fn longest_digit_run(s: &str) -> usize {
+    s.as_bytes()
+        .split(|b| !b.is_ascii_digit())
+        .map(<[u8]>::len)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Characters of context kept on each side of a match in an excerpt.
 const EXCERPT_CONTEXT: usize = 80;
 
@@ -31,6 +44,10 @@ pub struct Scanner {
     patterns: Vec<(usize, Fragment, usize)>,
     /// Each canary's whole record, normalised.
     records: Vec<String>,
+    /// How many letters and digits around a run of digits can belong to a hit (the
+    /// longest record); `None` when a pattern lacks such a run and the whole text must
+    /// be scanned.
+    context: Option<usize>,
 }
 
 /// One canary found in text returned to a tenant that does not own it.
@@ -78,11 +95,14 @@ impl Scanner {
                 .build(&texts)
                 .expect("canary patterns are plain strings")
         });
+        let every_pattern_has_a_run = texts.iter().all(|t| longest_digit_run(t) >= MIN_DIGIT_RUN);
+        let context = every_pattern_has_a_run.then(|| records.iter().map(String::len).max().unwrap_or(0));
         Scanner {
             canaries,
             matcher,
             patterns,
             records,
+            context,
         }
     }
 
@@ -98,42 +118,15 @@ impl Scanner {
 
     /// Canaries not owned by `recipient` found in `text`, one hit per canary.
     pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
-        let Some(matcher) = &self.matcher else {
-            return Vec::new();
-        };
-        let skeleton = normalise(text, |_, _| {});
         let mut best: Vec<Option<(Fragment, usize, usize)>> = vec![None; self.canaries.len()];
-        for m in matcher.find_iter(&skeleton) {
-            let (ci, fragment, offset) = self.patterns[m.pattern().as_usize()];
-            if self.canaries[ci].owner == recipient {
-                continue;
-            }
-            let record = &self.records[ci];
-            let whole = m
-                .start()
-                .checked_sub(offset)
-                .filter(|&at| skeleton.as_bytes()[at..].starts_with(record.as_bytes()))
-                .map(|at| (Fragment::Record, at, at + record.len()));
-            let found = whole.unwrap_or((fragment, m.start(), m.end()));
-            if best[ci].is_none_or(|(f, _, _)| found.0 > f) {
-                best[ci] = Some(found);
-            }
-        }
-        // Hits are rare: only now map skeleton positions back to the original text.
-        let wanted: std::collections::HashSet<usize> =
-            best.iter().flatten().flat_map(|&(_, s, e)| [s, e - 1]).collect();
-        let mut spans = std::collections::HashMap::new();
-        if !wanted.is_empty() {
-            normalise(text, |pos, span| {
-                if wanted.contains(&pos) {
-                    spans.insert(pos, span);
+        match self.context {
+            Some(context) => {
+                for (start, end) in regions(text, context) {
+                    self.scan_region(text, start, end, recipient, &mut best);
                 }
-            });
+            }
+            None => self.scan_region(text, 0, text.len(), recipient, &mut best),
         }
-        let best: Vec<Option<(Fragment, usize, usize)>> = best
-            .into_iter()
-            .map(|b| b.map(|(f, s, e)| (f, spans[&s].0, spans[&(e - 1)].1)))
-            .collect();
         best.into_iter()
             .enumerate()
             .filter_map(|(ci, b)| {
@@ -147,6 +140,181 @@ impl Scanner {
             })
             .collect()
     }
+}
+
+impl Scanner {
+    /// Scans `text[start..end]` and keeps in `best` each canary's most complete hit, as
+    /// a span of `text`.
+    fn scan_region(
+        &self,
+        text: &str,
+        start: usize,
+        end: usize,
+        recipient: &str,
+        best: &mut [Option<(Fragment, usize, usize)>],
+    ) {
+        let Some(matcher) = &self.matcher else {
+            return;
+        };
+        let region = &text[start..end];
+        let skeleton = normalise(region, |_, _| {});
+        let mut found: Vec<(usize, Fragment, usize, usize)> = Vec::new();
+        for m in matcher.find_iter(&skeleton) {
+            let (ci, fragment, offset) = self.patterns[m.pattern().as_usize()];
+            if self.canaries[ci].owner == recipient {
+                continue;
+            }
+            let record = &self.records[ci];
+            let whole = m
+                .start()
+                .checked_sub(offset)
+                .filter(|&at| skeleton.as_bytes()[at..].starts_with(record.as_bytes()))
+                .map(|at| (Fragment::Record, at, at + record.len()));
+            let (fragment, s, e) = whole.unwrap_or((fragment, m.start(), m.end()));
+            found.push((ci, fragment, s, e));
+        }
+        if found.is_empty() {
+            return;
+        }
+        // Hits are rare: only now map skeleton positions back to the original text.
+        let wanted: std::collections::HashSet<usize> = found.iter().flat_map(|&(_, _, s, e)| [s, e - 1]).collect();
+        let mut spans = std::collections::HashMap::new();
+        normalise(region, |pos, span| {
+            if wanted.contains(&pos) {
+                spans.insert(pos, span);
+            }
+        });
+        for (ci, fragment, s, e) in found {
+            let span = (fragment, start + spans[&s].0, start + spans[&(e - 1)].1);
+            if best[ci].is_none_or(|(f, _, _)| fragment > f) {
+                best[ci] = Some(span);
+            }
+        }
+    }
+}
+
+/// The parts of `text` that can hold a canary, given that every pattern holds a run
+/// of at least [`MIN_DIGIT_RUN`] digits in its normalised form: each run of digits
+/// (ASCII digits, and any non-ASCII character, which may fold to digits), separated
+/// only by characters that are neither letters nor digits, at least that long, widened
+/// by `context` letters and digits on each side, merged where they overlap. Text
+/// without such a run is skipped 32 bytes at a time.
+fn regions(text: &str, context: usize) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let (mut run, mut run_start, mut run_end) = (0, 0, 0);
+    let mut i = 0;
+    while i < bytes.len() {
+        if run == 0 {
+            // Nothing can start before the next digit or non-ASCII byte: find it a
+            // chunk at a time (the test over a chunk vectorises), then within it.
+            let starts = |b: &u8| b.wrapping_sub(b'0') < 10 || *b >= 0x80;
+            while let Some(chunk) = bytes.get(i..i + 32) {
+                if chunk.iter().fold(false, |any, b| any | starts(b)) {
+                    break;
+                }
+                i += 32;
+            }
+            match bytes[i.min(bytes.len())..].iter().position(starts) {
+                Some(at) => i += at,
+                None => break,
+            }
+        }
+        let b = bytes[i];
+        let (digits, len) = if b.is_ascii_digit() {
+            (1, 1)
+        } else if b >= 0x80 {
+            let len = text[i..].chars().next().map_or(1, char::len_utf8);
+            (MIN_DIGIT_RUN, len)
+        } else {
+            (0, 1)
+        };
+        if digits > 0 {
+            if run == 0 {
+                run_start = i;
+            }
+            run += digits;
+            run_end = i + len;
+        } else if b.is_ascii_alphabetic() {
+            if run >= MIN_DIGIT_RUN {
+                runs.push((run_start, run_end));
+            }
+            run = 0;
+        }
+        i += len;
+    }
+    if run >= MIN_DIGIT_RUN {
+        runs.push((run_start, run_end));
+    }
+    // Runs closer than two contexts apart share a region: the letters and digits
+    // between them are counted once, and each region is widened once.
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    let mut group: Option<(usize, usize)> = None;
+    for (s, e) in runs {
+        group = match group {
+            Some((gs, ge)) if alnum_between(bytes, ge, s, 2 * context) < 2 * context => Some((gs, e)),
+            Some((gs, ge)) => {
+                merged.push((widen_back(text, gs, context), widen_forward(text, ge, context)));
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some((gs, ge)) = group {
+        merged.push((widen_back(text, gs, context), widen_forward(text, ge, context)));
+    }
+    // Widening can still make neighbours touch.
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(merged.len());
+    for (s, e) in merged {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// ASCII letters and digits in `bytes[from..to]`, counted up to `limit`.
+fn alnum_between(bytes: &[u8], from: usize, to: usize, limit: usize) -> usize {
+    let mut n = 0;
+    for &b in &bytes[from..to] {
+        n += usize::from(b.is_ascii_alphanumeric());
+        if n >= limit {
+            break;
+        }
+    }
+    n
+}
+
+/// The position `context` ASCII letters or digits before `at` (or the start), on a
+/// character boundary. Non-ASCII characters count as none, so the region is never
+/// narrower than asked.
+fn widen_back(text: &str, at: usize, context: usize) -> usize {
+    let bytes = text.as_bytes();
+    let (mut i, mut seen) = (at, 0);
+    while i > 0 && seen < context {
+        i -= 1;
+        seen += usize::from(bytes[i].is_ascii_alphanumeric());
+    }
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The position `context` ASCII letters or digits after `at` (or the end), on a
+/// character boundary.
+fn widen_forward(text: &str, at: usize, context: usize) -> usize {
+    let bytes = text.as_bytes();
+    let (mut i, mut seen) = (at, 0);
+    while i < bytes.len() && seen < context {
+        seen += usize::from(bytes[i].is_ascii_alphanumeric());
+        i += 1;
+    }
+    while !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
 }
 
 /// The normalised view of `text`; `at(pos, span)` is told, for each byte of it, the
@@ -246,5 +414,62 @@ mod tests {
         let (a, _, scanner) = setup();
         let text = format!("{} called about an account. Numbers 1234 5678.", a.name);
         assert!(scanner.scan(&text, "b").is_empty());
+    }
+
+    #[test]
+    fn only_runs_of_five_digits_or_non_ascii_text_are_scanned() {
+        assert!(regions("In 2019 about 40 of 120 clients paid 3.5% more.", 10).is_empty());
+        let text = "Call us on 555-123 4567 today, or later.";
+        let r = regions(text, 3);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            &text[r[0].0..r[0].1],
+            "s on 555-123 4567 tod",
+            "three letters or digits each side"
+        );
+        assert_eq!(regions("a café", 2), [(3, "a café".len())], "two letters before the é");
+        // Overlapping regions merge.
+        assert_eq!(regions("12345 x 67890", 5).len(), 1);
+    }
+
+    #[test]
+    fn skipping_text_finds_exactly_what_a_full_scan_finds() {
+        let s = RunSecret::generate();
+        let canaries: Vec<Canary> = (0..20)
+            .map(|i| s.canary(if i % 2 == 0 { "a" } else { "b" }, "t", i))
+            .collect();
+        let fast = Scanner::new(canaries.clone());
+        assert!(fast.context.is_some());
+        let mut full = fast.clone();
+        full.context = None;
+        let filler = "The quarterly review covered 42 stores and 7 regions; revenue rose 3.5% in 2024. ";
+        let fullwidth = |t: &str| -> String {
+            t.chars()
+                .map(|c| {
+                    if c.is_ascii_digit() {
+                        char::from_u32(c as u32 - 0x30 + 0xFF10).unwrap()
+                    } else {
+                        c
+                    }
+                })
+                .collect()
+        };
+        for (i, c) in canaries.iter().enumerate() {
+            let forms = [
+                c.record(),
+                c.email.to_uppercase().replace('@', " @ "),
+                c.account.replace(' ', "-"),
+                fullwidth(&c.account),
+                format!("{}’s account — {}", c.name, c.account.replace(' ', ".")),
+                c.account[..9].to_owned(),
+            ];
+            let text = format!("{}{}{}", filler.repeat(i + 1), forms[i % forms.len()], filler.repeat(3));
+            for recipient in ["a", "b"] {
+                assert_eq!(fast.scan(&text, recipient), full.scan(&text, recipient), "{text}");
+            }
+        }
+        let all: String = canaries.iter().map(|c| format!("{filler}{} ", c.record())).collect();
+        assert_eq!(fast.scan(&all, "a"), full.scan(&all, "a"));
+        assert_eq!(fast.scan(&all, "a").len(), 10);
     }
 }
