@@ -13,7 +13,6 @@
 //! inconclusive case shows there as failed with a message that starts with
 //! `inconclusive:`; the report and the exit code keep the two apart.
 
-use crate::adapter::OpenAiChat;
 use crate::canary::RunSecret;
 use crate::credential::{Redactor, Secret};
 use crate::exit;
@@ -33,7 +32,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Where run folders go by default.
 pub const DEFAULT_RUNS_DIR: &str = "reports/runs";
@@ -226,12 +224,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             source,
         })?;
     let transcript = Arc::new(transcript);
-    let provider = OpenAiChat::new(
-        profile.base_url(),
-        &profile.model,
-        Duration::from_secs(profile.request_timeout_secs),
-    )
-    .map_err(|e| HarnessError::Unreachable {
+    let provider = profile.adapter.provider(&profile).map_err(|e| HarnessError::Unreachable {
         url: profile.base_url().to_owned(),
         tenant: "-".into(),
         error: e.to_string(),
@@ -240,7 +233,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let session = Arc::new(
         Session::new(
             profile.clone(),
-            Arc::new(provider),
+            provider,
             tenants,
             transcript.clone(),
             secret.clone(),

@@ -224,6 +224,12 @@ impl Session {
         self.record(case, tenant, exchange)
     }
 
+    /// How a successful stream breaks the vendor API's event grammar (see
+    /// [`Provider::stream_problems`]).
+    pub fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
+        self.provider.stream_problems(ex)
+    }
+
     /// The tenant's key, for messages (the variable's name) and requests.
     pub fn key(&self, tenant: &str) -> Result<&TenantKey, SessionError> {
         self.tenants

@@ -219,6 +219,32 @@ pub enum AdapterKind {
     /// OpenAI-compatible `POST {base_url}/chat/completions` with bearer keys
     /// (OpenAI, vLLM, SGLang, llama.cpp's server, TGI, and the reference vendor).
     OpenaiChat,
+    /// The Anthropic Messages API: `POST {base_url}/messages` with `x-api-key`.
+    Anthropic,
+}
+
+impl AdapterKind {
+    /// Builds the adapter for `profile`.
+    pub fn provider(self, profile: &VendorProfile) -> Result<std::sync::Arc<dyn crate::adapter::Provider>, crate::adapter::TransportError> {
+        let timeout = std::time::Duration::from_secs(profile.request_timeout_secs);
+        Ok(match self {
+            AdapterKind::OpenaiChat => std::sync::Arc::new(crate::adapter::OpenAiChat::new(
+                profile.base_url(),
+                &profile.model,
+                timeout,
+            )?),
+            AdapterKind::Anthropic => std::sync::Arc::new(crate::adapter::AnthropicMessages::new(
+                profile.base_url(),
+                &profile.model,
+                timeout,
+            )?),
+        })
+    }
+
+    /// Whether the API has stored responses and per-request cache salts.
+    fn openai_extensions(self) -> bool {
+        matches!(self, AdapterKind::OpenaiChat)
+    }
 }
 
 fn default_timeout() -> u64 {
@@ -385,6 +411,15 @@ impl VendorProfile {
         })?;
         if self.model.trim().is_empty() {
             return Err(invalid("model", "is empty".into(), "name the model to test"));
+        }
+        for (field, set) in [("stored_responses", self.stored_responses), ("cache_salt", self.cache_salt)] {
+            if set && !self.adapter.openai_extensions() {
+                return Err(invalid(
+                    field,
+                    format!("is true, but the {:?} adapter has no such feature", self.adapter),
+                    "remove it: only the openai-chat adapter speaks stored responses and cache_salt",
+                ));
+            }
         }
         if self.context_window < 64 {
             return Err(invalid(

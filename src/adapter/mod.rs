@@ -6,11 +6,15 @@
 //! credential into an exchange: the request is recorded without its headers.
 //!
 //! Implementations: [`OpenAiChat`] (OpenAI-compatible chat completions, streaming and
-//! not).
+//! not) and [`AnthropicMessages`] (the Anthropic Messages API), both on one shared HTTP
+//! client that records what every dialect records alike.
 
+mod anthropic;
+mod http;
 mod openai;
 mod sse;
 
+pub use anthropic::AnthropicMessages;
 pub use openai::OpenAiChat;
 pub use sse::{SseFrame, SseParser};
 
@@ -49,6 +53,10 @@ pub trait Provider: Send + Sync {
     /// Sends a request that is wrong in the way `kind` says, in this API's dialect;
     /// the vendor must refuse it.
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange>;
+
+    /// How a complete, successful stream breaks this API's event grammar (its terminal
+    /// event, one id, JSON data, usage); empty when it keeps it.
+    fn stream_problems(&self, ex: &Exchange) -> Vec<String>;
 }
 
 /// A kind of request a vendor must refuse.

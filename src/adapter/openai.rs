@@ -1,53 +1,47 @@
 //! [`OpenAiChat`]: the OpenAI-compatible chat completions dialect.
 
+use super::http::{Auth, Dialect, Http};
 use super::{
-    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Provider, RecordedRequest, SseParser, TransportError,
-    TransportErrorKind, Usage,
+    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Provider, RecordedRequest, SseFrame, TransportError,
+    Usage,
 };
 use crate::credential::Secret;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
-
-/// Response headers kept in the transcript (lowercase). Anything else, cookies in
-/// particular, is dropped.
-const KEPT_HEADERS: &[&str] = &[
-    "content-type",
-    "retry-after",
-    "x-request-id",
-    "request-id",
-    "openai-processing-ms",
-    "openai-model",
-    "server",
-];
-
-/// Prefixes of response headers also kept (rate-limit state).
-const KEPT_HEADER_PREFIXES: &[&str] = &["x-ratelimit-"];
+use std::time::Duration;
 
 /// An OpenAI-compatible chat completions client.
 #[derive(Clone, Debug)]
 pub struct OpenAiChat {
-    client: reqwest::Client,
+    http: Http,
     base_url: String,
     model: String,
+}
+
+/// How OpenAI-compatible APIs answer.
+struct OpenAi;
+
+impl Dialect for OpenAi {
+    fn read_body(&self, v: &Value, ex: &mut Exchange) {
+        read_completion(v, ex);
+    }
+
+    fn read_event(&self, _frame: &SseFrame, v: &Value, ex: &mut Exchange) {
+        read_chunk(v, ex);
+    }
 }
 
 impl OpenAiChat {
     /// A client for `base_url` (up to the version segment) and `model`.
     pub fn new(base_url: &str, model: &str, timeout: Duration) -> Result<Self, TransportError> {
-        crate::install_crypto_provider();
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .user_agent(concat!("tenantcheck/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| TransportError {
-                kind: TransportErrorKind::Request,
-                message: e.to_string(),
-            })?;
         Ok(OpenAiChat {
-            client,
+            http: Http::new(timeout, Auth::Bearer, Vec::new())?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
         })
+    }
+
+    async fn send(&self, credential: &Secret, recorded: RecordedRequest, cancel_after: Option<u32>) -> Exchange {
+        self.http.send(credential, recorded, cancel_after, &OpenAi).await
     }
 
     fn body(&self, request: &ChatRequest) -> Value {
@@ -65,72 +59,6 @@ impl OpenAiChat {
             body["cache_salt"] = json!(salt);
         }
         body
-    }
-
-    async fn send(&self, credential: &Secret, recorded: RecordedRequest, cancel_after: Option<u32>) -> Exchange {
-        let started = Instant::now();
-        let ms = || started.elapsed().as_secs_f64() * 1e3;
-        let mut ex = Exchange {
-            request: recorded,
-            ..Exchange::default()
-        };
-        let builder = match (ex.request.method.as_str(), &ex.request.body) {
-            ("GET", _) => self.client.get(&ex.request.url),
-            // A raw body that is not JSON travels as the string it is.
-            (_, Some(Value::String(raw))) if ex.request.raw => self
-                .client
-                .post(&ex.request.url)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(raw.clone()),
-            (_, body) => self
-                .client
-                .post(&ex.request.url)
-                .json(body.as_ref().unwrap_or(&Value::Null)),
-        };
-        let response = match builder.bearer_auth(credential.expose()).send().await {
-            Ok(r) => r,
-            Err(e) => {
-                ex.transport_error = Some(transport_error(&e));
-                ex.timings.total_ms = ms();
-                return ex;
-            }
-        };
-        ex.timings.first_byte_ms = Some(ms());
-        ex.status = Some(response.status().as_u16());
-        for (name, value) in response.headers() {
-            let name = name.as_str();
-            if KEPT_HEADERS.contains(&name) || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p)) {
-                ex.headers
-                    .insert(name.to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned());
-            }
-        }
-        let is_stream = ex
-            .headers
-            .get("content-type")
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let mut response = response;
-        if is_stream {
-            read_stream(&mut response, &mut ex, &ms, cancel_after).await;
-        } else {
-            let mut body = Vec::new();
-            loop {
-                match response.chunk().await {
-                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                    Ok(None) => break,
-                    Err(e) => {
-                        ex.transport_error = Some(transport_error(&e));
-                        break;
-                    }
-                }
-            }
-            let text = String::from_utf8_lossy(&body).into_owned();
-            if let Ok(v) = serde_json::from_str::<Value>(&text) {
-                read_completion(&v, &mut ex);
-            }
-            ex.body = Some(text);
-        }
-        ex.timings.total_ms = ms();
-        ex
     }
 }
 
@@ -215,46 +143,42 @@ impl Provider for OpenAiChat {
         };
         Box::pin(self.send(credential, recorded, None))
     }
-}
 
-/// Reads a stream to its end, or until `cancel_after` frames carried content; then
-/// the caller drops the response, which closes the connection.
-async fn read_stream(
-    response: &mut reqwest::Response,
-    ex: &mut Exchange,
-    ms: &impl Fn() -> f64,
-    cancel_after: Option<u32>,
-) {
-    let mut parser = SseParser::default();
-    let mut content_frames = 0;
-    loop {
-        if cancel_after.is_some_and(|n| content_frames >= n) {
-            ex.cancelled = true;
-            return;
+    fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
+        let mut problems = Vec::new();
+        let done: Vec<usize> = ex
+            .frames
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.data == "[DONE]")
+            .map(|(i, _)| i)
+            .collect();
+        match done.as_slice() {
+            [] => problems.push("no terminal [DONE] frame".to_owned()),
+            [i] if *i + 1 == ex.frames.len() => {}
+            _ => problems.push("[DONE] is not the one last frame".to_owned()),
         }
-        let chunk = match response.chunk().await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(e) => {
-                ex.transport_error = Some(transport_error(&e));
-                break;
-            }
-        };
-        for frame in parser.push(&chunk, ms()) {
-            if frame.data != "[DONE]" {
-                if let Ok(v) = serde_json::from_str::<Value>(&frame.data) {
-                    let before = ex.content.len();
-                    read_chunk(&v, ex);
-                    if ex.content.len() > before {
-                        content_frames += 1;
-                        ex.timings.first_token_ms.get_or_insert(frame.at_ms);
+        let mut ids = std::collections::BTreeSet::new();
+        let mut usage = false;
+        for (i, f) in ex.frames.iter().enumerate().filter(|(_, f)| f.data != "[DONE]") {
+            match serde_json::from_str::<Value>(&f.data) {
+                Ok(v) => {
+                    if let Some(id) = v["id"].as_str() {
+                        ids.insert(id.to_owned());
                     }
+                    usage |= v["usage"].is_object();
                 }
+                Err(_) => problems.push(format!("frame {i} is not JSON")),
             }
-            ex.frames.push(frame);
         }
+        if ids.len() != 1 {
+            problems.push(format!("{} distinct chunk ids", ids.len()));
+        }
+        if !usage {
+            problems.push("no usage, though it was asked for".to_owned());
+        }
+        problems
     }
-    parser.finish();
 }
 
 /// Reads a non-streaming completion (or error) body.
@@ -332,24 +256,3 @@ fn read_error(v: &Value, ex: &mut Exchange) {
     }
 }
 
-fn transport_error(e: &reqwest::Error) -> TransportError {
-    let kind = if e.is_timeout() {
-        TransportErrorKind::Timeout
-    } else if e.is_connect() {
-        TransportErrorKind::Connect
-    } else if e.is_body() || e.is_decode() {
-        TransportErrorKind::Body
-    } else {
-        TransportErrorKind::Request
-    };
-    // reqwest's Display names the URL, never a header; base URLs cannot hold
-    // credentials (the profile refuses them).
-    let mut message = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    TransportError { kind, message }
-}

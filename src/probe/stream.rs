@@ -1,9 +1,9 @@
 //! `stream.integrity` (T8): a stream follows the SSE and chunk grammar and finishes.
 //!
 //! A few short streaming requests that ask for usage. Each stream must: answer 200
-//! with `text/event-stream`; carry only JSON frames and one final `[DONE]`; keep one
-//! `id` across its chunks; give a finish reason; carry usage (it was asked for); and
-//! hold content. A stream that just ends, without finish reason or `[DONE]`, is a
+//! with `text/event-stream`; keep its API's event grammar (the adapter's rules: for
+//! OpenAI-compatible APIs only JSON frames and one final `[DONE]`, one `id` across its
+//! chunks, usage since it was asked for); give a finish reason; and hold content. A stream that just ends, without finish reason or `[DONE]`, is a
 //! broken stream however fluent its text.
 
 use super::{Context, Sizer, conclude, describe};
@@ -11,7 +11,6 @@ use crate::outcome::{Finding, FindingCode, Outcome};
 use crate::session::SessionError;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// Parameters of `stream.integrity`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -58,39 +57,9 @@ pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, Se
         {
             problems.push("the answer is not text/event-stream".to_owned());
         }
-        let done: Vec<usize> = ex
-            .frames
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.data == "[DONE]")
-            .map(|(i, _)| i)
-            .collect();
-        match done.as_slice() {
-            [] => problems.push("no terminal [DONE] frame".to_owned()),
-            [i] if *i + 1 == ex.frames.len() => {}
-            _ => problems.push("[DONE] is not the one last frame".to_owned()),
-        }
-        let mut ids = BTreeSet::new();
-        let mut usage = false;
-        for (i, f) in ex.frames.iter().enumerate().filter(|(_, f)| f.data != "[DONE]") {
-            match serde_json::from_str::<serde_json::Value>(&f.data) {
-                Ok(v) => {
-                    if let Some(id) = v["id"].as_str() {
-                        ids.insert(id.to_owned());
-                    }
-                    usage |= v["usage"].is_object();
-                }
-                Err(_) => problems.push(format!("frame {i} is not JSON")),
-            }
-        }
-        if ids.len() != 1 {
-            problems.push(format!("{} distinct chunk ids", ids.len()));
-        }
+        problems.extend(ctx.session.stream_problems(ex));
         if ex.finish_reason.is_none() {
             problems.push("no finish reason".to_owned());
-        }
-        if !usage {
-            problems.push("no usage, though it was asked for".to_owned());
         }
         if ex.content.is_empty() {
             problems.push("no content".to_owned());

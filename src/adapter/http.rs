@@ -1,0 +1,210 @@
+//! [`Http`]: what every HTTP dialect shares: the client, sending one recorded request
+//! with a credential, timings, the response headers worth keeping, reading a body or an
+//! event stream (cancelled on request), and transport errors as values. A [`Dialect`]
+//! reads the JSON of its API into the exchange.
+
+use super::{Exchange, RecordedRequest, SseFrame, SseParser, TransportError, TransportErrorKind};
+use crate::credential::Secret;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Response headers kept in the transcript (lowercase). Anything else, cookies in
+/// particular, is dropped.
+const KEPT_HEADERS: &[&str] = &[
+    "content-type",
+    "retry-after",
+    "x-request-id",
+    "request-id",
+    "openai-processing-ms",
+    "openai-model",
+    "cf-ray",
+    "server",
+];
+
+/// Prefixes of response headers also kept (rate-limit state).
+const KEPT_HEADER_PREFIXES: &[&str] = &["x-ratelimit-", "anthropic-ratelimit-"];
+
+/// How an API reads its answers.
+pub(super) trait Dialect: Send + Sync {
+    /// Reads a complete JSON body (an answer or an error) into `ex`.
+    fn read_body(&self, v: &Value, ex: &mut Exchange);
+    /// Reads one stream event whose data is `v` into `ex`.
+    fn read_event(&self, frame: &SseFrame, v: &Value, ex: &mut Exchange);
+}
+
+/// How a credential travels.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Auth {
+    /// `Authorization: Bearer KEY`.
+    Bearer,
+    /// A header of its own (`x-api-key`).
+    Header(&'static str),
+}
+
+/// The HTTP client every dialect shares.
+#[derive(Clone, Debug)]
+pub(super) struct Http {
+    client: reqwest::Client,
+    auth: Auth,
+    /// Headers every request carries (an API version).
+    fixed: Vec<(&'static str, &'static str)>,
+}
+
+impl Http {
+    pub fn new(timeout: Duration, auth: Auth, fixed: Vec<(&'static str, &'static str)>) -> Result<Self, TransportError> {
+        crate::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .user_agent(concat!("tenantcheck/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| TransportError {
+                kind: TransportErrorKind::Request,
+                message: e.to_string(),
+            })?;
+        Ok(Http { client, auth, fixed })
+    }
+
+    /// Sends `recorded` with `credential`; a stream is read until it ends or, with
+    /// `cancel_after`, until that many events carried content.
+    pub async fn send(
+        &self,
+        credential: &Secret,
+        recorded: RecordedRequest,
+        cancel_after: Option<u32>,
+        dialect: &dyn Dialect,
+    ) -> Exchange {
+        let started = Instant::now();
+        let ms = || started.elapsed().as_secs_f64() * 1e3;
+        let mut ex = Exchange {
+            request: recorded,
+            ..Exchange::default()
+        };
+        let mut builder = match (ex.request.method.as_str(), &ex.request.body) {
+            ("GET", _) => self.client.get(&ex.request.url),
+            // A raw body that is not JSON travels as the string it is.
+            (_, Some(Value::String(raw))) if ex.request.raw => self
+                .client
+                .post(&ex.request.url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(raw.clone()),
+            (_, body) => self
+                .client
+                .post(&ex.request.url)
+                .json(body.as_ref().unwrap_or(&Value::Null)),
+        };
+        builder = match self.auth {
+            Auth::Bearer => builder.bearer_auth(credential.expose()),
+            Auth::Header(name) => builder.header(name, credential.expose()),
+        };
+        for (name, value) in &self.fixed {
+            builder = builder.header(*name, *value);
+        }
+        let response = match builder.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                ex.transport_error = Some(transport_error(&e));
+                ex.timings.total_ms = ms();
+                return ex;
+            }
+        };
+        ex.timings.first_byte_ms = Some(ms());
+        ex.status = Some(response.status().as_u16());
+        for (name, value) in response.headers() {
+            let name = name.as_str();
+            if KEPT_HEADERS.contains(&name) || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                ex.headers
+                    .insert(name.to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned());
+            }
+        }
+        let is_stream = ex
+            .headers
+            .get("content-type")
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let mut response = response;
+        if is_stream {
+            read_stream(&mut response, &mut ex, &ms, cancel_after, dialect).await;
+        } else {
+            let mut body = Vec::new();
+            loop {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                    Ok(None) => break,
+                    Err(e) => {
+                        ex.transport_error = Some(transport_error(&e));
+                        break;
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&body).into_owned();
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                dialect.read_body(&v, &mut ex);
+            }
+            ex.body = Some(text);
+        }
+        ex.timings.total_ms = ms();
+        ex
+    }
+}
+
+/// Reads a stream to its end, or until `cancel_after` events carried content; then
+/// the caller drops the response, which closes the connection.
+async fn read_stream(
+    response: &mut reqwest::Response,
+    ex: &mut Exchange,
+    ms: &impl Fn() -> f64,
+    cancel_after: Option<u32>,
+    dialect: &dyn Dialect,
+) {
+    let mut parser = SseParser::default();
+    let mut content_events = 0;
+    loop {
+        if cancel_after.is_some_and(|n| content_events >= n) {
+            ex.cancelled = true;
+            return;
+        }
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) => {
+                ex.transport_error = Some(transport_error(&e));
+                break;
+            }
+        };
+        for frame in parser.push(&chunk, ms()) {
+            if frame.data != "[DONE]" {
+                if let Ok(v) = serde_json::from_str::<Value>(&frame.data) {
+                    let before = ex.content.len();
+                    dialect.read_event(&frame, &v, ex);
+                    if ex.content.len() > before {
+                        content_events += 1;
+                        ex.timings.first_token_ms.get_or_insert(frame.at_ms);
+                    }
+                }
+            }
+            ex.frames.push(frame);
+        }
+    }
+    parser.finish();
+}
+
+pub(super) fn transport_error(e: &reqwest::Error) -> TransportError {
+    let kind = if e.is_timeout() {
+        TransportErrorKind::Timeout
+    } else if e.is_connect() {
+        TransportErrorKind::Connect
+    } else if e.is_body() || e.is_decode() {
+        TransportErrorKind::Body
+    } else {
+        TransportErrorKind::Request
+    };
+    // reqwest's Display names the URL, never a header; base URLs cannot hold
+    // credentials (the profile refuses them).
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    TransportError { kind, message }
+}

@@ -1,0 +1,143 @@
+//! Each adapter against a local fake of its API written from the API's public
+//! documentation: answers plain and streamed, an auth failure, a context-too-long
+//! error, a 429, and the suite's own probes running unchanged through it.
+
+#[path = "fakes/anthropic.rs"]
+mod anthropic_fake;
+mod common;
+
+use common::{TempDir, output, tenantcheck};
+use tenantcheck::adapter::{AnthropicMessages, ChatRequest, InvalidRequest, Provider};
+use tenantcheck::credential::Secret;
+
+const KEY_A: &str = "fake-anthropic-key-a";
+const KEY_B: &str = "fake-anthropic-key-b";
+
+fn anthropic(context: usize) -> AnthropicMessages {
+    let url = anthropic_fake::start(&[KEY_A, KEY_B], context);
+    AnthropicMessages::new(&url, anthropic_fake::MODEL, std::time::Duration::from_secs(10)).unwrap()
+}
+
+#[tokio::test]
+async fn anthropic_answers_plain_and_streamed_alike() {
+    let client = anthropic(200);
+    let key = Secret::new(KEY_A);
+    let ask = |stream: bool, max_tokens: u32| ChatRequest {
+        stream,
+        ..ChatRequest::user("alpha beta gamma delta", max_tokens)
+    };
+    let plain = client.chat(&key, &ask(false, 16)).await;
+    let streamed = client.chat(&key, &ask(true, 16)).await;
+    for ex in [&plain, &streamed] {
+        assert_eq!(ex.status, Some(200), "{ex:?}");
+        assert_eq!(ex.content, "You said: alpha beta gamma delta");
+        assert_eq!(ex.finish_reason.as_deref(), Some("stop"));
+        let u = ex.usage.unwrap();
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (4, 6));
+        assert!(ex.api_error.is_none());
+    }
+    assert_eq!(plain.usage.unwrap().cached_tokens, Some(0));
+    assert!(streamed.frames.len() >= 8, "{:?}", streamed.frames);
+    assert_eq!(streamed.frames[0].event.as_deref(), Some("message_start"));
+    assert!(streamed.timings.first_token_ms.is_some());
+    assert_eq!(client.stream_problems(&streamed), Vec::<String>::new());
+
+    // Cut at max_tokens: finish reason `length`, and a stream that lost its end is
+    // named as broken by the adapter's grammar.
+    let cut = client.chat(&key, &ask(true, 3)).await;
+    assert_eq!(cut.content, "You said: alpha");
+    assert_eq!(cut.finish_reason.as_deref(), Some("length"));
+    let mut broken = cut.clone();
+    broken.frames.truncate(broken.frames.len() - 2);
+    let problems = client.stream_problems(&broken);
+    assert!(problems.iter().any(|p| p.contains("message_stop")), "{problems:?}");
+
+    // A cancelled stream stops reading after its first text delta.
+    let cancelled = client
+        .chat(
+            &key,
+            &ChatRequest {
+                cancel_after: Some(1),
+                ..ask(true, 16)
+            },
+        )
+        .await;
+    assert!(cancelled.cancelled);
+    assert_eq!(cancelled.content, "You");
+}
+
+#[tokio::test]
+async fn anthropic_refusals_arrive_as_errors_with_their_types() {
+    let client = anthropic(200);
+    let key = Secret::new(KEY_A);
+
+    let wrong = client.chat(&Secret::new("not-a-known-key"), &ChatRequest::user("hi", 8)).await;
+    assert_eq!(wrong.status, Some(401));
+    assert_eq!(wrong.api_error.unwrap().kind.as_deref(), Some("authentication_error"));
+
+    let long = "word ".repeat(250);
+    let too_long = client.chat(&key, &ChatRequest::user(long, 8)).await;
+    assert_eq!(too_long.status, Some(400));
+    let e = too_long.api_error.unwrap();
+    assert_eq!(e.kind.as_deref(), Some("invalid_request_error"));
+    assert!(e.message.contains("prompt is too long: 250 tokens > 200 maximum"), "{e:?}");
+
+    let limited = client
+        .chat(&Secret::new(anthropic_fake::RATE_LIMITED_KEY), &ChatRequest::user("hi", 8))
+        .await;
+    assert_eq!(limited.status, Some(429));
+    assert_eq!(limited.headers.get("retry-after").map(String::as_str), Some("7"));
+    assert_eq!(limited.api_error.unwrap().kind.as_deref(), Some("rate_limit_error"));
+
+    for (kind, status) in [
+        (InvalidRequest::UnknownModel, 404),
+        (InvalidRequest::MalformedJson, 400),
+        (InvalidRequest::BadParameter, 400),
+        (InvalidRequest::EmptyMessages, 400),
+        (InvalidRequest::OverLimit { context: 200 }, 400),
+    ] {
+        let ex = client.invalid(&key, kind, false).await;
+        assert_eq!(ex.status, Some(status), "{kind:?}: {ex:?}");
+        assert!(ex.api_error.is_some(), "{kind:?}");
+    }
+    let models = client.list_models(&key).await;
+    assert_eq!(models.status, Some(200));
+    let stored = client.store(&key, "x", None).await;
+    assert!(stored.transport_error.unwrap().message.contains("has no stored responses"));
+}
+
+#[test]
+fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
+    let url = anthropic_fake::start(&[KEY_A, KEY_B], 4096);
+    let tmp = TempDir::new("anthropic");
+    let profile = tmp.path().join("anthropic.toml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/anthropic.toml"))
+        .unwrap()
+        .replace("https://api.anthropic.com/v1", &url)
+        .replace("claude-sonnet-4-5", anthropic_fake::MODEL)
+        .replace("context_window = 200000", "context_window = 4096");
+    std::fs::write(&profile, text).unwrap();
+    let (code, stdout, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&profile).arg("--list"));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("errors.semantics") && stdout.contains("stream.integrity"), "{stdout}");
+    for case in ["errors.semantics", "stream.integrity"] {
+        let run_dir = tmp.path().join(case);
+        let (code, stdout, stderr) = output(
+            tenantcheck()
+                .args(["run", "--vendor"])
+                .arg(&profile)
+                .arg("--out")
+                .arg(&run_dir)
+                .args(["--exact", case])
+                .env("ANTHROPIC_KEY_TENANT_A", KEY_A)
+                .env("ANTHROPIC_KEY_TENANT_B", KEY_B),
+        );
+        assert_eq!(code, Some(0), "{case}\n{stdout}\n{stderr}");
+        let report = common::verified(&run_dir);
+        let c = report.cases.iter().find(|c| c.id == case).unwrap();
+        assert_eq!(c.outcome.verdict, tenantcheck::outcome::Verdict::Pass, "{}", c.outcome.summary);
+        let transcript = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
+        assert!(transcript.contains("/messages"), "requests went to the Messages endpoint");
+        assert!(!transcript.contains(KEY_A) && !transcript.contains(KEY_B));
+    }
+}
