@@ -224,21 +224,17 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             source,
         })?;
     let transcript = Arc::new(transcript);
-    let provider = profile.adapter.provider(&profile).map_err(|e| HarnessError::Unreachable {
-        url: profile.base_url().to_owned(),
-        tenant: "-".into(),
-        error: e.to_string(),
-    })?;
+    let provider = profile
+        .adapter
+        .provider(&profile)
+        .map_err(|e| HarnessError::Unreachable {
+            url: profile.base_url().to_owned(),
+            tenant: "-".into(),
+            error: e.to_string(),
+        })?;
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let session = Arc::new(
-        Session::new(
-            profile.clone(),
-            provider,
-            tenants,
-            transcript.clone(),
-            secret.clone(),
-        )
-        .with_progress(progress),
+        Session::new(profile.clone(), provider, tenants, transcript.clone(), secret.clone()).with_progress(progress),
     );
     let origin = opts
         .vendor

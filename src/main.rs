@@ -167,6 +167,11 @@ struct SimArgs {
     /// harness itself). Overrides --prefill-ns-per-token and --decode-step-us.
     #[arg(long)]
     no_delay: bool,
+    /// A model too weak for recall checks, as small real models are: it answers every
+    /// prompt "I am not sure what you mean." (not a fault: recall cases must come out
+    /// inconclusive, never failed).
+    #[arg(long)]
+    weak_model: bool,
     /// A tenant as LABEL=ENV: its API key is read from environment variable ENV.
     /// Default: a=TENANTCHECK_KEY_A and b=TENANTCHECK_KEY_B, as in vendors/sim.toml.
     #[arg(long = "tenant", value_name = "LABEL=ENV")]
@@ -307,6 +312,7 @@ fn sim(args: SimArgs) -> u8 {
         prefill_per_token: Duration::from_nanos(if args.no_delay { 0 } else { args.prefill_ns_per_token }),
         decode_step: Duration::from_micros(if args.no_delay { 0 } else { args.decode_step_us }),
         batch: args.batch,
+        weak_model: args.weak_model,
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -225,7 +225,10 @@ pub enum AdapterKind {
 
 impl AdapterKind {
     /// Builds the adapter for `profile`.
-    pub fn provider(self, profile: &VendorProfile) -> Result<std::sync::Arc<dyn crate::adapter::Provider>, crate::adapter::TransportError> {
+    pub fn provider(
+        self,
+        profile: &VendorProfile,
+    ) -> Result<std::sync::Arc<dyn crate::adapter::Provider>, crate::adapter::TransportError> {
         let timeout = std::time::Duration::from_secs(profile.request_timeout_secs);
         Ok(match self {
             AdapterKind::OpenaiChat => std::sync::Arc::new(crate::adapter::OpenAiChat::new(
@@ -412,7 +415,10 @@ impl VendorProfile {
         if self.model.trim().is_empty() {
             return Err(invalid("model", "is empty".into(), "name the model to test"));
         }
-        for (field, set) in [("stored_responses", self.stored_responses), ("cache_salt", self.cache_salt)] {
+        for (field, set) in [
+            ("stored_responses", self.stored_responses),
+            ("cache_salt", self.cache_salt),
+        ] {
             if set && !self.adapter.openai_extensions() {
                 return Err(invalid(
                     field,

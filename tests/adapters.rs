@@ -71,7 +71,9 @@ async fn anthropic_refusals_arrive_as_errors_with_their_types() {
     let client = anthropic(200);
     let key = Secret::new(KEY_A);
 
-    let wrong = client.chat(&Secret::new("not-a-known-key"), &ChatRequest::user("hi", 8)).await;
+    let wrong = client
+        .chat(&Secret::new("not-a-known-key"), &ChatRequest::user("hi", 8))
+        .await;
     assert_eq!(wrong.status, Some(401));
     assert_eq!(wrong.api_error.unwrap().kind.as_deref(), Some("authentication_error"));
 
@@ -80,10 +82,16 @@ async fn anthropic_refusals_arrive_as_errors_with_their_types() {
     assert_eq!(too_long.status, Some(400));
     let e = too_long.api_error.unwrap();
     assert_eq!(e.kind.as_deref(), Some("invalid_request_error"));
-    assert!(e.message.contains("prompt is too long: 250 tokens > 200 maximum"), "{e:?}");
+    assert!(
+        e.message.contains("prompt is too long: 250 tokens > 200 maximum"),
+        "{e:?}"
+    );
 
     let limited = client
-        .chat(&Secret::new(anthropic_fake::RATE_LIMITED_KEY), &ChatRequest::user("hi", 8))
+        .chat(
+            &Secret::new(anthropic_fake::RATE_LIMITED_KEY),
+            &ChatRequest::user("hi", 8),
+        )
         .await;
     assert_eq!(limited.status, Some(429));
     assert_eq!(limited.headers.get("retry-after").map(String::as_str), Some("7"));
@@ -103,7 +111,13 @@ async fn anthropic_refusals_arrive_as_errors_with_their_types() {
     let models = client.list_models(&key).await;
     assert_eq!(models.status, Some(200));
     let stored = client.store(&key, "x", None).await;
-    assert!(stored.transport_error.unwrap().message.contains("has no stored responses"));
+    assert!(
+        stored
+            .transport_error
+            .unwrap()
+            .message
+            .contains("has no stored responses")
+    );
 }
 
 #[test]
@@ -119,7 +133,10 @@ fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
     std::fs::write(&profile, text).unwrap();
     let (code, stdout, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&profile).arg("--list"));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("errors.semantics") && stdout.contains("stream.integrity"), "{stdout}");
+    assert!(
+        stdout.contains("errors.semantics") && stdout.contains("stream.integrity"),
+        "{stdout}"
+    );
     for case in ["errors.semantics", "stream.integrity"] {
         let run_dir = tmp.path().join(case);
         let (code, stdout, stderr) = output(
@@ -135,9 +152,17 @@ fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
         assert_eq!(code, Some(0), "{case}\n{stdout}\n{stderr}");
         let report = common::verified(&run_dir);
         let c = report.cases.iter().find(|c| c.id == case).unwrap();
-        assert_eq!(c.outcome.verdict, tenantcheck::outcome::Verdict::Pass, "{}", c.outcome.summary);
+        assert_eq!(
+            c.outcome.verdict,
+            tenantcheck::outcome::Verdict::Pass,
+            "{}",
+            c.outcome.summary
+        );
         let transcript = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
-        assert!(transcript.contains("/messages"), "requests went to the Messages endpoint");
+        assert!(
+            transcript.contains("/messages"),
+            "requests went to the Messages endpoint"
+        );
         assert!(!transcript.contains(KEY_A) && !transcript.contains(KEY_B));
     }
 }

@@ -125,6 +125,13 @@ const ROWS: &[Row] = &[
         why: "one prefix cache for all tenants: another tenant's prefix is answered faster, and usage says it was cached",
     },
     Row {
+        name: "weak model",
+        flags: &["--weak-model"],
+        inconclusive: &["concurrency.binding", "context.boundary", "context.recall"],
+        fail: &[],
+        why: "not a fault: a model that neither recalls nor repeats leaves the recall-based cases unable to tell; inconclusive, never failed",
+    },
+    Row {
         name: "prefix cache off",
         flags: &["--prefix-cache", "off"],
         inconclusive: &["cache.cross-tenant-timing"],

@@ -125,19 +125,7 @@ impl Provider for AnthropicMessages {
             stream,
             ..ChatRequest::user("Say hello.", 16)
         };
-        let mut body = self.body(&ask);
-        let mut raw = false;
-        match kind {
-            InvalidRequest::UnknownModel => body["model"] = json!(format!("{}-does-not-exist", self.model)),
-            InvalidRequest::MalformedJson => {
-                let text = body.to_string();
-                body = Value::String(format!("{}, \"messages\": [", &text[..text.len() - 1]));
-                raw = true;
-            }
-            InvalidRequest::BadParameter => body["max_tokens"] = json!(-5),
-            InvalidRequest::EmptyMessages => body["messages"] = json!([]),
-            InvalidRequest::OverLimit { context } => body["max_tokens"] = json!(context + 1),
-        }
+        let (body, raw) = kind.spoil(self.body(&ask), &self.model);
         Box::pin(self.http.send(credential, self.post(body, raw), None, &Anthropic))
     }
 
@@ -150,7 +138,10 @@ impl Provider for AnthropicMessages {
             match serde_json::from_str::<Value>(&f.data) {
                 Ok(v) => {
                     if v["type"].as_str() != f.event.as_deref() {
-                        problems.push(format!("event {i} is named {:?} but its data says {}", f.event, v["type"]));
+                        problems.push(format!(
+                            "event {i} is named {:?} but its data says {}",
+                            f.event, v["type"]
+                        ));
                     }
                     if let Some(id) = v["message"]["id"].as_str() {
                         ids.insert(id.to_owned());

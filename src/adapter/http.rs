@@ -51,7 +51,11 @@ pub(super) struct Http {
 }
 
 impl Http {
-    pub fn new(timeout: Duration, auth: Auth, fixed: Vec<(&'static str, &'static str)>) -> Result<Self, TransportError> {
+    pub fn new(
+        timeout: Duration,
+        auth: Auth,
+        fixed: Vec<(&'static str, &'static str)>,
+    ) -> Result<Self, TransportError> {
         crate::install_crypto_provider();
         let client = reqwest::Client::builder()
             .timeout(timeout)

@@ -91,6 +91,29 @@ impl InvalidRequest {
     }
 }
 
+impl InvalidRequest {
+    /// `body`, a valid request of a JSON dialect with `model`, `max_tokens` and
+    /// `messages` fields, made wrong in this way; with `true` when it is to be sent as
+    /// the raw string it became.
+    pub(crate) fn spoil(self, mut body: serde_json::Value, model: &str) -> (serde_json::Value, bool) {
+        use serde_json::{Value, json};
+        match self {
+            InvalidRequest::UnknownModel => body["model"] = json!(format!("{model}-does-not-exist")),
+            InvalidRequest::MalformedJson => {
+                let text = body.to_string();
+                return (
+                    Value::String(format!("{}, \"messages\": [", &text[..text.len() - 1])),
+                    true,
+                );
+            }
+            InvalidRequest::BadParameter => body["max_tokens"] = json!(-5),
+            InvalidRequest::EmptyMessages => body["messages"] = json!([]),
+            InvalidRequest::OverLimit { context } => body["max_tokens"] = json!(context + 1),
+        }
+        (body, false)
+    }
+}
+
 /// One chat completion request, independent of the API dialect.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {

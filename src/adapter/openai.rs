@@ -122,19 +122,7 @@ impl Provider for OpenAiChat {
             stream,
             ..ChatRequest::user("Say hello.", 16)
         };
-        let mut body = self.body(&ask);
-        let mut raw = false;
-        match kind {
-            InvalidRequest::UnknownModel => body["model"] = json!(format!("{}-does-not-exist", self.model)),
-            InvalidRequest::MalformedJson => {
-                let text = body.to_string();
-                body = Value::String(format!("{}, \"messages\": [", &text[..text.len() - 1]));
-                raw = true;
-            }
-            InvalidRequest::BadParameter => body["max_tokens"] = json!(-5),
-            InvalidRequest::EmptyMessages => body["messages"] = json!([]),
-            InvalidRequest::OverLimit { context } => body["max_tokens"] = json!(context + 1),
-        }
+        let (body, raw) = kind.spoil(self.body(&ask), &self.model);
         let recorded = RecordedRequest {
             method: "POST".into(),
             url: format!("{}/chat/completions", self.base_url),
@@ -255,4 +243,3 @@ fn read_error(v: &Value, ex: &mut Exchange) {
         });
     }
 }
-

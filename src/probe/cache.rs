@@ -35,9 +35,9 @@
 //! miss.
 
 use super::sequential::{Decision, SequentialTest};
-use super::{Context, ParamsError, Sizer, describe};
+use super::{Context, ParamsError, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
-use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair, Verdict};
+use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair};
 use crate::session::SessionError;
 use crate::vendor::{CacheScope, TenantSpec};
 use schemars::JsonSchema;
@@ -242,33 +242,11 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
         what.push_str("; ");
         what.push_str(&note);
     }
-    let coverage = run.sizer.coverage;
-    let mut outcome = match (findings.is_empty(), verdict_blocked) {
-        (false, _) => Outcome {
-            verdict: Verdict::Fail,
-            summary: format!("{}; {what}", findings[0].message),
-            coverage,
-            findings,
-            sweep: Vec::new(),
-            timing: Vec::new(),
-        },
-        (true, Some(why)) => Outcome {
-            verdict: Verdict::Inconclusive,
-            summary: format!("{why}; {what}"),
-            coverage,
-            findings,
-            sweep: Vec::new(),
-            timing: Vec::new(),
-        },
-        (true, None) => Outcome {
-            verdict: Verdict::Pass,
-            summary: what,
-            coverage,
-            findings,
-            sweep: Vec::new(),
-            timing: Vec::new(),
-        },
+    let reached = match verdict_blocked {
+        Some(why) => Err(format!("{why}; {what}")),
+        None => Ok(what),
     };
+    let mut outcome = conclude(findings, reached, run.sizer.coverage);
     outcome.timing = levels_done;
     Ok(outcome)
 }

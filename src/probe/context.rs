@@ -340,8 +340,11 @@ impl Boundary<'_> {
         Ok(how)
     }
 
+    /// Whether the short baseline, always the first length tried, recalled its needle;
+    /// false while the baseline itself is being tried, so that a model too weak to
+    /// recall even then is never reported as losing needles.
     fn baseline_ok(&self) -> bool {
-        self.tried.first().is_none_or(|&(_, _, h)| h == Processed::Correctly)
+        self.tried.first().is_some_and(|&(_, _, h)| h == Processed::Correctly)
     }
 
     /// A prompt past the context must be refused.

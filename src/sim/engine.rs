@@ -76,6 +76,8 @@ struct State {
     decode: Option<KvPool>,
     prefix: PrefixCache,
     vocab: Vocab,
+    /// The model is the weak one (`--weak-model`).
+    weak_model: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -145,6 +147,7 @@ impl Engine {
                 prefill,
                 decode,
                 prefix: PrefixCache::new(config.prefix_cache(), config.page_tokens),
+                weak_model: config.weak_model,
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),
@@ -305,7 +308,7 @@ fn decode(
     let answer = {
         let read = st.pool(node).read(pages, read_len);
         let view: Vec<&str> = read.iter().map(|&id| st.vocab.get(id)).collect();
-        model::respond(&view, max_tokens)
+        model::respond(&view, max_tokens, st.weak_model)
     };
     let out: Vec<u32> = super::tokenizer::tokens(&answer.text)
         .map(|t| st.vocab.intern(t))

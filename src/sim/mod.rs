@@ -160,6 +160,9 @@ pub struct SimConfig {
     pub decode_step: Duration,
     /// Requests decoded at once; more wait for a slot.
     pub batch: usize,
+    /// A model too weak for the suite's recall checks: it neither answers questions
+    /// nor repeats its prompt (not a fault: small real models behave so).
+    pub weak_model: bool,
 }
 
 impl SimConfig {
@@ -182,6 +185,7 @@ impl SimConfig {
             prefill_per_token: DEFAULT_PREFILL_PER_TOKEN,
             decode_step: DEFAULT_DECODE_STEP,
             batch: DEFAULT_BATCH,
+            weak_model: false,
         }
     }
 

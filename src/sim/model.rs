@@ -37,9 +37,17 @@ pub struct Answer {
 
 const QUESTION: &str = "what is the value of ";
 
-/// Answers from `view`, the token strings read from the request's pages.
-pub fn respond(view: &[&str], max_tokens: usize) -> Answer {
+/// What the weak model (`tenantcheck sim --weak-model`) says to a well-formed prompt.
+pub const WEAK_ANSWER: &str = "I am not sure what you mean.";
+
+/// Answers from `view`, the token strings read from the request's pages. A `weak`
+/// model answers every well-formed prompt with [`WEAK_ANSWER`]; from residue it still
+/// continues what the pages hold.
+pub fn respond(view: &[&str], max_tokens: usize, weak: bool) -> Answer {
     let (turn, well_formed) = turn(view);
+    if weak && well_formed {
+        return cut(WEAK_ANSWER, max_tokens);
+    }
     let turn: String = turn.iter().filter(|t| !is_marker(t)).copied().collect();
     let keys = if well_formed { question_keys(&turn) } else { Vec::new() };
     let full = if keys.is_empty() {
@@ -55,10 +63,15 @@ pub fn respond(view: &[&str], max_tokens: usize) -> Answer {
             .collect();
         answers.join(" ")
     };
+    cut(&full, max_tokens)
+}
+
+/// `full`, cut at `max_tokens` tokens.
+fn cut(full: &str, max_tokens: usize) -> Answer {
     let mut text = String::new();
     let mut tokens = 0;
     let mut truncated = false;
-    for t in tokenizer::tokens(&full) {
+    for t in tokenizer::tokens(full) {
         if tokens == max_tokens {
             truncated = true;
             break;
@@ -136,7 +149,16 @@ mod tests {
 
     fn answer(text: &str, max: usize) -> Answer {
         let view: Vec<&str> = tokenizer::tokens(text).collect();
-        respond(&view, max)
+        respond(&view, max, false)
+    }
+
+    #[test]
+    fn the_weak_model_neither_answers_nor_repeats_but_still_reads_residue() {
+        let view: Vec<&str> =
+            tokenizer::tokens("<|user|>\nkey-1 is blue. What is the value of key-1?\n<|assistant|>\n").collect();
+        assert_eq!(respond(&view, 64, true).text, WEAK_ANSWER);
+        let residue: Vec<&str> = tokenizer::tokens("<|user|>\nold words of another request").collect();
+        assert_eq!(respond(&residue, 64, true).text, "old words of another request");
     }
 
     #[test]

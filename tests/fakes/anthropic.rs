@@ -43,7 +43,10 @@ pub fn start(keys: &[&str], context: usize) -> String {
     });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap()).unwrap();
@@ -58,7 +61,8 @@ pub fn start(keys: &[&str], context: usize) -> String {
 }
 
 impl Fake {
-    fn check(&self, headers: &HeaderMap) -> Result<(), Response> {
+    /// The refusal a request's headers earn, if any.
+    fn refusal(&self, headers: &HeaderMap) -> Option<Response> {
         let key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
         if key == Some(RATE_LIMITED_KEY) {
             let mut r = error(
@@ -67,24 +71,28 @@ impl Fake {
                 "Number of request tokens has exceeded your per-minute rate limit",
             );
             r.headers_mut().insert("retry-after", "7".parse().unwrap());
-            return Err(r);
+            return Some(r);
         }
         if !key.is_some_and(|k| self.keys.iter().any(|known| known == k)) {
-            return Err(error(StatusCode::UNAUTHORIZED, "authentication_error", "invalid x-api-key"));
+            return Some(error(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "invalid x-api-key",
+            ));
         }
         if headers.get("anthropic-version").is_none() {
-            return Err(error(
+            return Some(error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 "anthropic-version: header is required",
             ));
         }
-        Ok(())
+        None
     }
 }
 
 async fn models(State(fake): State<Arc<Fake>>, headers: HeaderMap) -> Response {
-    if let Err(r) = fake.check(&headers) {
+    if let Some(r) = fake.refusal(&headers) {
         return r;
     }
     axum::Json(json!({ "data": [{ "type": "model", "id": MODEL, "display_name": "Fake" }], "has_more": false }))
@@ -92,7 +100,7 @@ async fn models(State(fake): State<Arc<Fake>>, headers: HeaderMap) -> Response {
 }
 
 async fn messages(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = fake.check(&headers) {
+    if let Some(r) = fake.refusal(&headers) {
         return r;
     }
     let bad = |m: &str| error(StatusCode::BAD_REQUEST, "invalid_request_error", m);
@@ -118,27 +126,45 @@ async fn messages(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes
     let words = |v: &Value| v.as_str().map_or(0, |s| s.split_whitespace().count());
     let input: usize = turns.iter().map(|t| words(&t["content"])).sum::<usize>() + words(&req["system"]);
     if input + max_tokens as usize > fake.context {
-        return bad(&format!("prompt is too long: {input} tokens > {} maximum", fake.context));
+        return bad(&format!(
+            "prompt is too long: {input} tokens > {} maximum",
+            fake.context
+        ));
     }
     let last = turns.last().unwrap()["content"].as_str().unwrap_or_default();
-    let all: Vec<String> = format!("You said: {last}").split_whitespace().map(str::to_owned).collect();
+    let all: Vec<String> = format!("You said: {last}")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
     let cut = all.len() > max_tokens as usize;
     let answer: Vec<String> = all.into_iter().take(max_tokens as usize).collect();
     let stop_reason = if cut { "max_tokens" } else { "end_turn" };
     let id = format!("msg_{}", input * 7919 + answer.len());
     if req["stream"] == true {
         let mut events = vec![
-            ("message_start", json!({ "type": "message_start", "message": {
+            (
+                "message_start",
+                json!({ "type": "message_start", "message": {
                 "id": id, "type": "message", "role": "assistant", "model": MODEL, "content": [],
-                "stop_reason": null, "usage": { "input_tokens": input, "output_tokens": 1 } } })),
-            ("content_block_start", json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } })),
+                "stop_reason": null, "usage": { "input_tokens": input, "output_tokens": 1 } } }),
+            ),
+            (
+                "content_block_start",
+                json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }),
+            ),
             ("ping", json!({ "type": "ping" })),
         ];
         for (i, w) in answer.iter().enumerate() {
             let text = if i == 0 { w.clone() } else { format!(" {w}") };
-            events.push(("content_block_delta", json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": text } })));
+            events.push((
+                "content_block_delta",
+                json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": text } }),
+            ));
         }
-        events.push(("content_block_stop", json!({ "type": "content_block_stop", "index": 0 })));
+        events.push((
+            "content_block_stop",
+            json!({ "type": "content_block_stop", "index": 0 }),
+        ));
         events.push(("message_delta", json!({ "type": "message_delta", "delta": { "stop_reason": stop_reason, "stop_sequence": null }, "usage": { "output_tokens": answer.len() } })));
         events.push(("message_stop", json!({ "type": "message_stop" })));
         let stream = futures_util::stream::iter(
