@@ -52,6 +52,10 @@ pub struct RunOptions {
     pub suite: Option<PathBuf>,
     /// A buyer's challenge, mixed into the run secret and recorded.
     pub challenge: Option<Vec<u8>>,
+    /// The most the run may send.
+    pub budget: crate::session::Budget,
+    /// Requests in flight at once, at most; `None`: the profile's `max_concurrency`.
+    pub max_concurrency: Option<u32>,
     /// libtest-mimic's arguments (filter, `--list`, `--exact`, `--skip`, …).
     pub trials: Arguments,
 }
@@ -66,6 +70,11 @@ pub enum HarnessError {
     /// The suite is wrong.
     #[error(transparent)]
     Suite(Box<SuiteError>),
+    /// `--budget-usd` was given for a profile without prices.
+    #[error(
+        "--budget-usd needs the vendor's prices: add [prices] prompt_usd_per_million and completion_usd_per_million to the profile"
+    )]
+    BudgetWithoutPrices,
     /// The signing key could not be made or read.
     #[error("signing key: {0}")]
     Key(#[from] KeyError),
@@ -143,6 +152,12 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         }
         None => (VendorProfile::embedded_sim(), "embedded".to_owned(), None),
     };
+    if let Some(n) = opts.max_concurrency {
+        profile.max_concurrency = profile.max_concurrency.min(n.max(1));
+    }
+    if opts.budget.usd.is_some() && profile.prices.is_none() {
+        return Err(HarnessError::BudgetWithoutPrices);
+    }
     if opts.trials.list {
         let trials = suite
             .cases
@@ -234,7 +249,9 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         })?;
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let session = Arc::new(
-        Session::new(profile.clone(), provider, tenants, transcript.clone(), secret.clone()).with_progress(progress),
+        Session::new(profile.clone(), provider, tenants, transcript.clone(), secret.clone())
+            .with_progress(progress)
+            .with_budget(opts.budget),
     );
     let origin = opts
         .vendor
@@ -384,7 +401,15 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         let _ = runtime.block_on(sim.shutdown());
     }
 
-    let _ = print_summary(out, &report, &run_dir, &envelope_path, &public_path, fresh_key);
+    let _ = print_summary(
+        out,
+        &report,
+        &run_dir,
+        &envelope_path,
+        &public_path,
+        fresh_key,
+        session.spent(),
+    );
     let exit_code = match report.verdict {
         Verdict::Fail => exit::FAILED,
         Verdict::Inconclusive => exit::INCONCLUSIVE,
@@ -495,6 +520,7 @@ fn print_summary(
     envelope: &Path,
     public_key: &Path,
     fresh_key: bool,
+    spent: crate::session::Spent,
 ) -> std::io::Result<()> {
     writeln!(out)?;
     for c in &report.cases {
@@ -537,6 +563,11 @@ fn print_summary(
         "verify:     tenantcheck verify {} --key {}",
         envelope.display(),
         public_key.display()
+    )?;
+    writeln!(
+        out,
+        "sent:       {} requests, {} prompt tokens (estimated), up to ${:.4} at the profile's prices",
+        spent.requests, spent.prompt_tokens, spent.usd
     )?;
     writeln!(out, "verdict:    {} ({})", report.verdict.label(), report.totals)
 }

@@ -108,6 +108,20 @@ struct RunArgs {
     /// so the report shows the run's canaries were made after it.
     #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
     challenge: Option<Challenge>,
+    /// Send at most this many requests; cases cut short are inconclusive.
+    #[arg(long, value_name = "N")]
+    budget_requests: Option<u64>,
+    /// Send at most this many prompt tokens (the profile's local tokenizer, else four
+    /// bytes a token); cases cut short are inconclusive.
+    #[arg(long, value_name = "N")]
+    budget_prompt_tokens: Option<u64>,
+    /// Spend at most this many US dollars at the profile's [prices], counting each
+    /// request's max_tokens as spent; cases cut short are inconclusive.
+    #[arg(long, value_name = "USD")]
+    budget_usd: Option<f64>,
+    /// Requests in flight at once, at most (lowers the profile's max_concurrency).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_concurrency: Option<u32>,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }
@@ -248,6 +262,12 @@ fn run(args: RunArgs) -> u8 {
         key: args.key,
         suite: args.suite,
         challenge: args.challenge.map(|c| c.0),
+        budget: tenantcheck::session::Budget {
+            requests: args.budget_requests,
+            prompt_tokens: args.budget_prompt_tokens,
+            usd: args.budget_usd,
+        },
+        max_concurrency: args.max_concurrency,
         trials: args.trials,
     };
     match harness::run(opts, &mut std::io::stdout()) {

@@ -23,6 +23,33 @@ pub struct Session {
     in_flight: Semaphore,
     canaries: std::sync::Mutex<Registry>,
     progress: bool,
+    budget: Budget,
+    spent: std::sync::Mutex<Spent>,
+}
+
+/// The most a run may send; `None`: no limit. Checked before every request, with the
+/// request's own estimate, so that no request is sent past a limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Budget {
+    /// Requests.
+    pub requests: Option<u64>,
+    /// Prompt tokens (by the profile's local tokenizer, else estimated at four bytes a
+    /// token of the request body).
+    pub prompt_tokens: Option<u64>,
+    /// US dollars, at the profile's `[prices]`, counting every request's `max_tokens`
+    /// as completion tokens (an upper bound).
+    pub usd: Option<f64>,
+}
+
+/// What a run has sent so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Spent {
+    /// Requests sent.
+    pub requests: u64,
+    /// Prompt tokens sent, as [`Budget::prompt_tokens`] counts them.
+    pub prompt_tokens: u64,
+    /// Estimated cost in US dollars, as [`Budget::usd`] counts it.
+    pub usd: f64,
 }
 
 /// Every canary issued in the run, and a scanner over them (rebuilt when stale).
@@ -55,6 +82,9 @@ pub enum SessionError {
     /// The transcript could not be written: without evidence, nothing may be judged.
     #[error("cannot write the transcript: {0}")]
     Transcript(#[from] std::io::Error),
+    /// The next request would go past the run's budget; nothing more is sent.
+    #[error("the run's budget is spent: {0}")]
+    BudgetSpent(String),
 }
 
 impl Session {
@@ -76,7 +106,51 @@ impl Session {
             in_flight: Semaphore::new(permits),
             canaries: Default::default(),
             progress: false,
+            budget: Budget::default(),
+            spent: Default::default(),
         }
+    }
+
+    /// Limits what the session may send.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// What the session has sent so far.
+    pub fn spent(&self) -> Spent {
+        *self.spent.lock().expect("budget lock poisoned")
+    }
+
+    /// Takes `prompt_tokens` and `max_tokens` of one request from the budget, or says
+    /// which limit it would pass.
+    fn charge(&self, prompt_tokens: u64, max_tokens: u64) -> Result<(), SessionError> {
+        let mut spent = self.spent.lock().expect("budget lock poisoned");
+        let usd = self
+            .profile
+            .prices
+            .as_ref()
+            .map_or(0.0, |p| p.cost(prompt_tokens, max_tokens));
+        let b = self.budget;
+        if let Some(max) = b.requests.filter(|&max| spent.requests + 1 > max) {
+            return Err(SessionError::BudgetSpent(format!("{max} requests")));
+        }
+        if let Some(max) = b.prompt_tokens.filter(|&max| spent.prompt_tokens + prompt_tokens > max) {
+            return Err(SessionError::BudgetSpent(format!(
+                "{} of {max} prompt tokens sent, the next request has {prompt_tokens}",
+                spent.prompt_tokens
+            )));
+        }
+        if let Some(max) = b.usd.filter(|&max| spent.usd + usd > max) {
+            return Err(SessionError::BudgetSpent(format!(
+                "${:.4} of ${max} spent, the next request costs up to ${usd:.4}",
+                spent.usd
+            )));
+        }
+        spent.requests += 1;
+        spent.prompt_tokens += prompt_tokens;
+        spent.usd += usd;
+        Ok(())
     }
 
     /// The vendor profile.
@@ -171,6 +245,12 @@ impl Session {
 
     /// Sends a chat request as `tenant` and records it under `case`.
     pub async fn chat(&self, case: &str, tenant: &str, request: &ChatRequest) -> Result<Sent, SessionError> {
+        let text: usize = request.messages.iter().map(|m| m.content.len()).sum();
+        let tokens = match self.profile.tokenizer {
+            Some(t) => request.messages.iter().map(|m| t.count(&m.content)).sum(),
+            None => (text as u64).div_ceil(4),
+        };
+        self.charge(tokens, u64::from(request.max_tokens))?;
         let sent = self.call(case, tenant, |p, key| p.chat(key, request)).await?;
         self.note_seeding(request, sent.seq);
         Ok(sent)
@@ -178,6 +258,7 @@ impl Session {
 
     /// Lists models as `tenant` (a credential check) and records it under `case`.
     pub async fn list_models(&self, case: &str, tenant: &str) -> Result<Sent, SessionError> {
+        self.charge(0, 0)?;
         self.call(case, tenant, |p, key| p.list_models(key)).await
     }
 
@@ -189,11 +270,13 @@ impl Session {
         input: &str,
         previous: Option<&str>,
     ) -> Result<Sent, SessionError> {
+        self.charge((input.len() as u64).div_ceil(4), 96)?;
         self.call(case, tenant, |p, key| p.store(key, input, previous)).await
     }
 
     /// Fetches stored object `id` as `tenant` and records it under `case`.
     pub async fn fetch_stored(&self, case: &str, tenant: &str, id: &str) -> Result<Sent, SessionError> {
+        self.charge(0, 0)?;
         self.call(case, tenant, |p, key| p.fetch_stored(key, id)).await
     }
 
@@ -205,6 +288,11 @@ impl Session {
         kind: InvalidRequest,
         stream: bool,
     ) -> Result<Sent, SessionError> {
+        let max_tokens = match kind {
+            InvalidRequest::OverLimit { context } => context + 1,
+            _ => 16,
+        };
+        self.charge(4, max_tokens)?;
         self.call(case, tenant, |p, key| p.invalid(key, kind, stream)).await
     }
 

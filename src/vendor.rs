@@ -56,6 +56,9 @@ pub struct VendorProfile {
     /// prompts are then sized by it instead of by the vendor's reported usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<LocalTokenizer>,
+    /// What the vendor charges, for `--budget-usd` and `--plan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
     /// Facts the vendor declares about its deployment; reported as declared, beside
     /// what the suite measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,6 +67,23 @@ pub struct VendorProfile {
     /// reported as declared, with the unanswered ones listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub questionnaire: Option<Questionnaire>,
+}
+
+/// A vendor's prices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    /// US dollars per million prompt (input) tokens.
+    pub prompt_usd_per_million: f64,
+    /// US dollars per million completion (output) tokens.
+    pub completion_usd_per_million: f64,
+}
+
+impl Prices {
+    /// The cost of `prompt` and `completion` tokens, in US dollars.
+    pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (prompt as f64 * self.prompt_usd_per_million + completion as f64 * self.completion_usd_per_million) / 1e6
+    }
 }
 
 /// A vendor's answers to the questions buyers ask after cross-tenant incidents.

@@ -683,3 +683,51 @@ fn verify_re_judges_usage_from_the_transcript() {
         "{err}"
     );
 }
+
+#[test]
+fn budgets_stop_sending_and_leave_the_cut_cases_inconclusive() {
+    let tmp = TempDir::new("budget");
+    for (flag, value, limit) in [
+        ("--budget-prompt-tokens", "30000", 30_000u64),
+        ("--budget-requests", "7", 7),
+    ] {
+        let run_dir = tmp.path().join(flag.trim_start_matches('-'));
+        let (code, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir).args([flag, value]));
+        assert_eq!(code, Some(3), "none failed, some were cut short\n{stdout}\n{stderr}");
+        let exchanges = common::transcript_exchanges(&run_dir);
+        let used = if flag == "--budget-requests" {
+            exchanges.len() as u64
+        } else {
+            exchanges
+                .values()
+                .flat_map(|l| {
+                    l["exchange"]["request"]["body"]["messages"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .map(|m| tenantcheck::sim::tokenizer::count(m["content"].as_str().unwrap_or_default()) as u64)
+                .sum()
+        };
+        assert!(used <= limit, "{flag} {value}: {used} sent");
+        assert!(used * 10 >= limit * 9, "{flag} {value}: the budget was used ({used})");
+        let report = verified(&run_dir);
+        for c in &report.cases {
+            if c.probe.starts_with("declared.") {
+                continue;
+            }
+            assert_ne!(c.outcome.verdict, Verdict::Pass, "{}: {}", c.id, c.outcome.summary);
+        }
+        assert!(
+            report
+                .cases
+                .iter()
+                .any(|c| c.outcome.summary.contains("the run's budget is spent")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("sent:       "), "{stdout}");
+    }
+    let (code, _, stderr) = output(tenantcheck().args(["run", "--budget-usd", "1"]));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("needs the vendor's prices"), "{stderr}");
+}
