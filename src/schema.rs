@@ -23,11 +23,19 @@ pub enum Schema {
     Case,
     /// An advisory (`suite/advisories/*.toml`).
     Advisory,
+    /// A line of the external-command adapter's protocol, either way.
+    Command,
 }
 
 impl Schema {
     /// Every kind.
-    pub const ALL: &[Schema] = &[Schema::Report, Schema::Vendor, Schema::Case, Schema::Advisory];
+    pub const ALL: &[Schema] = &[
+        Schema::Report,
+        Schema::Vendor,
+        Schema::Case,
+        Schema::Advisory,
+        Schema::Command,
+    ];
 
     /// The kind's name, as on the command line and in `reports/schema/NAME.schema.json`.
     pub fn name(self) -> &'static str {
@@ -36,6 +44,7 @@ impl Schema {
             Schema::Vendor => "vendor",
             Schema::Case => "case",
             Schema::Advisory => "advisory",
+            Schema::Command => "command",
         }
     }
 
@@ -46,6 +55,7 @@ impl Schema {
             Schema::Vendor => of::<crate::vendor::VendorProfile>(),
             Schema::Advisory => of::<Advisory>(),
             Schema::Case => case(),
+            Schema::Command => of::<CommandLine>(),
         };
         schema["$id"] = json!(format!("urn:tenantcheck:schema:{}:v1", self.name()));
         schema
@@ -69,6 +79,18 @@ fn of<T: JsonSchema>() -> Value {
 fn written<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12().for_serialize().into_generator();
     generator.into_root_schema_for::<T>().to_value()
+}
+
+/// One line of the external-command protocol: a request the suite writes, or a reply
+/// the program writes.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum CommandLine {
+    /// Written by the suite to the program's standard input.
+    Request(crate::adapter::CommandRequest),
+    /// Written by the program to its standard output.
+    Reply(crate::adapter::CommandReply),
 }
 
 /// The header every case shares.

@@ -43,6 +43,10 @@ pub struct VendorProfile {
     /// How many requests may be in flight at once, over all tenants.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
+    /// With `adapter = "command"`: the program and its arguments, started once and
+    /// spoken to in JSON lines on its standard input and output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
     /// Whether the vendor honours a per-request prefix-cache isolation key (vLLM's
     /// `cache_salt`); the timing case then gives each tenant its own salt.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -241,6 +245,9 @@ pub enum AdapterKind {
     OpenaiChat,
     /// The Anthropic Messages API: `POST {base_url}/messages` with `x-api-key`.
     Anthropic,
+    /// Any API, through the program in `command`, speaking JSON lines on stdio (see
+    /// `tenantcheck schema command`).
+    Command,
 }
 
 impl AdapterKind {
@@ -261,6 +268,9 @@ impl AdapterKind {
                 &profile.model,
                 timeout,
             )?),
+            AdapterKind::Command => {
+                std::sync::Arc::new(crate::adapter::CommandAdapter::new(profile.command.clone(), timeout))
+            }
         })
     }
 

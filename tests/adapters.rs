@@ -166,3 +166,60 @@ fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
         assert!(!transcript.contains(KEY_A) && !transcript.contains(KEY_B));
     }
 }
+
+#[tokio::test]
+async fn a_command_that_breaks_or_stalls_gives_transport_errors_not_hangs() {
+    use tenantcheck::adapter::{CommandAdapter, TransportErrorKind};
+    let key = Secret::new("command-test-key");
+    let argv = |script: &str| vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
+    let dies = CommandAdapter::new(
+        argv("read line; echo not a reply; echo gone >&2; exit 3"),
+        std::time::Duration::from_secs(10),
+    );
+    let ex = dies.list_models(&key).await;
+    let e = ex.transport_error.expect("no answer");
+    assert_eq!(e.kind, TransportErrorKind::Body);
+    assert!(e.message.contains("ended before it answered"), "{e:?}");
+    let stalls = CommandAdapter::new(argv("cat > /dev/null"), std::time::Duration::from_millis(300));
+    let ex = stalls.chat(&key, &ChatRequest::user("hi", 8)).await;
+    assert_eq!(ex.transport_error.unwrap().kind, TransportErrorKind::Timeout);
+    let missing = CommandAdapter::new(vec!["/nonexistent/program".into()], std::time::Duration::from_secs(1));
+    let ex = missing.list_models(&key).await;
+    assert_eq!(ex.transport_error.unwrap().kind, TransportErrorKind::Connect);
+    // The credential travels to the program only: never into the recorded request.
+    assert!(!serde_json::to_string(&ex.request).unwrap().contains("command-test-key"));
+}
+
+#[test]
+fn the_whole_suite_runs_through_the_command_adapter_example() {
+    let sim = common::Sim::start("command-key-a-1", "command-key-b-1", &[]);
+    let tmp = TempDir::new("command");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/command-adapter.py");
+    let profile = sim.profile(tmp.path());
+    let text = std::fs::read_to_string(&profile)
+        .unwrap()
+        .replace(
+            "adapter = \"openai-chat\"",
+            &format!(
+                "adapter = \"command\"\ncommand = [\"python3\", \"{script}\", \"{}\", \"sim-1\"]",
+                sim.base_url
+            ),
+        )
+        .replace("stored_responses = true", "");
+    std::fs::write(&profile, text).unwrap();
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = common::run_vendor(&profile, &run_dir, "command-key-a-1", "command-key-b-1");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let report = common::verified(&run_dir);
+    for c in &report.cases {
+        let want = if c.id == "objects.cross-tenant" {
+            tenantcheck::outcome::Verdict::Skipped
+        } else {
+            tenantcheck::outcome::Verdict::Pass
+        };
+        assert_eq!(c.outcome.verdict, want, "{}: {}", c.id, c.outcome.summary);
+    }
+    let transcript = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
+    assert!(transcript.contains("command:chat"));
+    assert!(!transcript.contains("command-key-a-1") && !transcript.contains("command-key-b-1"));
+}

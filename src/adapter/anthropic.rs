@@ -130,7 +130,7 @@ impl Provider for AnthropicMessages {
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        let mut problems = Vec::new();
+        let mut problems: Vec<String> = super::http::content_type_problem(ex).into_iter().collect();
         let kinds: Vec<&str> = ex.frames.iter().map(|f| f.event.as_deref().unwrap_or("")).collect();
         let mut ids = std::collections::BTreeSet::new();
         let mut usage = false;

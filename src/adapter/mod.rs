@@ -7,14 +7,17 @@
 //!
 //! Implementations: [`OpenAiChat`] (OpenAI-compatible chat completions, streaming and
 //! not) and [`AnthropicMessages`] (the Anthropic Messages API), both on one shared HTTP
-//! client that records what every dialect records alike.
+//! client that records what every dialect records alike; [`CommandAdapter`] (any API,
+//! through a program speaking JSON lines on stdio).
 
 mod anthropic;
+mod command;
 mod http;
 mod openai;
 mod sse;
 
 pub use anthropic::AnthropicMessages;
+pub use command::{CommandAdapter, CommandDone, CommandOp, CommandReply, CommandRequest};
 pub use openai::OpenAiChat;
 pub use sse::{SseFrame, SseParser};
 
@@ -145,7 +148,7 @@ impl ChatRequest {
 }
 
 /// One message of a conversation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
     /// `system`, `user` or `assistant`.
     pub role: String,

@@ -133,7 +133,7 @@ impl Provider for OpenAiChat {
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        let mut problems = Vec::new();
+        let mut problems: Vec<String> = super::http::content_type_problem(ex).into_iter().collect();
         let done: Vec<usize> = ex
             .frames
             .iter()
