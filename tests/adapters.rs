@@ -223,3 +223,37 @@ fn the_whole_suite_runs_through_the_command_adapter_example() {
     assert!(transcript.contains("command:chat"));
     assert!(!transcript.contains("command-key-a-1") && !transcript.contains("command-key-b-1"));
 }
+
+#[tokio::test]
+async fn the_command_adapter_passes_refusals_through_with_their_status() {
+    use tenantcheck::adapter::CommandAdapter;
+    let sim = common::Sim::start("command-key-c-1", "command-key-d-1", &["--context", "256"]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/command-adapter.py");
+    let adapter = CommandAdapter::new(
+        vec!["python3".into(), script.into(), sim.base_url.clone(), "sim-1".into()],
+        std::time::Duration::from_secs(30),
+    );
+    let ok = adapter
+        .chat(
+            &Secret::new("command-key-c-1"),
+            &ChatRequest {
+                stream: true,
+                ..ChatRequest::user("one two three", 16)
+            },
+        )
+        .await;
+    assert_eq!(ok.status, Some(200), "{ok:?}");
+    assert_eq!(ok.content, "one two three");
+    assert!(ok.frames.len() >= 2 && adapter.stream_problems(&ok).is_empty());
+    let wrong = adapter.list_models(&Secret::new("not-a-known-key")).await;
+    assert_eq!(wrong.status, Some(401));
+    assert!(wrong.api_error.is_some());
+    let long = adapter
+        .chat(
+            &Secret::new("command-key-c-1"),
+            &ChatRequest::user("word ".repeat(400), 16),
+        )
+        .await;
+    assert_eq!(long.status, Some(400));
+    assert_eq!(long.api_error.unwrap().code.as_deref(), Some("context_length_exceeded"));
+}

@@ -731,3 +731,26 @@ fn budgets_stop_sending_and_leave_the_cut_cases_inconclusive() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("needs the vendor's prices"), "{stderr}");
 }
+
+#[test]
+fn every_vendor_profile_lists_the_cases_without_credentials_or_requests() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/vendors");
+    let mut listed = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        // No key is set and most base URLs are not reachable from here: --list must
+        // need neither.
+        let (code, stdout, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&path).arg("--list"));
+        assert_eq!(code, Some(0), "{}: {stderr}", path.display());
+        assert!(
+            stdout.contains("isolation.canary-residue: test"),
+            "{}: {stdout}",
+            path.display()
+        );
+        listed += 1;
+    }
+    assert!(listed >= 15, "{listed} profiles");
+}

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 root = pathlib.Path(__file__).resolve().parents[2]
 schemas = {
     name: Draft202012Validator(json.loads((root / "reports/schema" / f"{name}.schema.json").read_text()))
-    for name in ("report", "vendor", "case", "advisory")
+    for name in ("report", "vendor", "case", "advisory", "command")
 }
 for schema in schemas.values():
     Draft202012Validator.check_schema(schema.schema)
@@ -35,9 +35,19 @@ def check(kind, path, value):
 
 for path in sorted((root / "vendors").glob("*.toml")):
     check("vendor", path, tomllib.loads(path.read_text()))
-for path in sorted((root / "suite").rglob("*.toml")):
-    kind = "advisory" if "advisories" in path.parts else "case"
-    check(kind, path, tomllib.loads(path.read_text()))
+for suite in ("suite", "tests/engines/llama-suite"):
+    for path in sorted((root / suite).rglob("*.toml")):
+        kind = "advisory" if "advisories" in path.parts else "case"
+        check(kind, path, tomllib.loads(path.read_text()))
+# Lines of the external-command protocol, as the adapter and examples/command-adapter.py write them.
+for line in (
+    {"id": 1, "op": "chat", "credential": "k", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True},
+    {"id": 2, "op": "invalid", "credential": "k", "invalid": {"over-limit": {"context": 8192}}},
+    {"id": 1, "delta": "Hello"},
+    {"id": 1, "done": {"status": 200, "content": "Hello", "finish_reason": "stop", "raw": "{}",
+                       "usage": {"prompt_tokens": 9, "completion_tokens": 1}, "error": None}},
+):
+    check("command", "command line", line)
 runs = [pathlib.Path(a) for a in sys.argv[1:]] + sorted((root / "reports/examples").glob("*/"))
 for run in runs:
     envelope = json.loads((run / "report.dsse.json").read_text())
