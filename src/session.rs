@@ -11,7 +11,42 @@ use crate::scan::{Hit, Scanner};
 use crate::transcript::Transcript;
 use crate::vendor::{TenantKey, VendorProfile};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::Semaphore;
+
+/// Retries after the first attempt, at most.
+const RETRIES: u32 = 2;
+
+/// The longest `Retry-After` honoured; a vendor asking for more gets its answer
+/// recorded as it is.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// How long to wait before trying `ex` again, when trying again is safe: a 429 or a
+/// 503 (the vendor's `Retry-After` in seconds, else 0.5 s doubled per attempt), or a
+/// request that got no answer because the connection failed or was closed before any
+/// of it was read (0.25 s doubled). Timeouts and answers that broke off are not
+/// retried: the vendor may have processed them.
+fn retry_after(ex: &Exchange, attempt: u32) -> Option<Duration> {
+    let backoff = |base_ms: u64| Duration::from_millis(base_ms << attempt.min(6));
+    match (ex.status, &ex.transport_error) {
+        (Some(429 | 503), _) => match ex.headers.get("retry-after").map(|v| v.trim().parse::<u64>()) {
+            Some(Ok(secs)) if Duration::from_secs(secs) <= MAX_RETRY_AFTER => Some(Duration::from_secs(secs)),
+            Some(Ok(_)) => None,
+            Some(Err(_)) => Some(backoff(500)),
+            None => Some(backoff(500)),
+        },
+        (None, Some(e))
+            if !ex.request.url.is_empty()
+                && matches!(
+                    e.kind,
+                    crate::adapter::TransportErrorKind::Connect | crate::adapter::TransportErrorKind::Request
+                ) =>
+        {
+            Some(backoff(250))
+        }
+        _ => None,
+    }
+}
 
 /// A run's connection to a vendor.
 pub struct Session {
@@ -250,16 +285,18 @@ impl Session {
             Some(t) => request.messages.iter().map(|m| t.count(&m.content)).sum(),
             None => (text as u64).div_ceil(4),
         };
-        self.charge(tokens, u64::from(request.max_tokens))?;
-        let sent = self.call(case, tenant, |p, key| p.chat(key, request)).await?;
+        let sent = self
+            .call(case, tenant, (tokens, u64::from(request.max_tokens)), |p, key| {
+                p.chat(key, request)
+            })
+            .await?;
         self.note_seeding(request, sent.seq);
         Ok(sent)
     }
 
     /// Lists models as `tenant` (a credential check) and records it under `case`.
     pub async fn list_models(&self, case: &str, tenant: &str) -> Result<Sent, SessionError> {
-        self.charge(0, 0)?;
-        self.call(case, tenant, |p, key| p.list_models(key)).await
+        self.call(case, tenant, (0, 0), |p, key| p.list_models(key)).await
     }
 
     /// Creates a stored object as `tenant` and records it under `case`.
@@ -270,14 +307,14 @@ impl Session {
         input: &str,
         previous: Option<&str>,
     ) -> Result<Sent, SessionError> {
-        self.charge((input.len() as u64).div_ceil(4), 96)?;
-        self.call(case, tenant, |p, key| p.store(key, input, previous)).await
+        let tokens = (input.len() as u64).div_ceil(4);
+        self.call(case, tenant, (tokens, 96), |p, key| p.store(key, input, previous))
+            .await
     }
 
     /// Fetches stored object `id` as `tenant` and records it under `case`.
     pub async fn fetch_stored(&self, case: &str, tenant: &str, id: &str) -> Result<Sent, SessionError> {
-        self.charge(0, 0)?;
-        self.call(case, tenant, |p, key| p.fetch_stored(key, id)).await
+        self.call(case, tenant, (0, 0), |p, key| p.fetch_stored(key, id)).await
     }
 
     /// Sends a request the vendor must refuse, as `tenant`, and records it under `case`.
@@ -292,8 +329,8 @@ impl Session {
             InvalidRequest::OverLimit { context } => context + 1,
             _ => 16,
         };
-        self.charge(4, max_tokens)?;
-        self.call(case, tenant, |p, key| p.invalid(key, kind, stream)).await
+        self.call(case, tenant, (4, max_tokens), |p, key| p.invalid(key, kind, stream))
+            .await
     }
 
     /// The one path to the vendor: the tenant's key, a concurrency permit, the
@@ -302,14 +339,29 @@ impl Session {
         &'a self,
         case: &str,
         tenant: &str,
-        request: impl FnOnce(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
+        (prompt_tokens, max_tokens): (u64, u64),
+        request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
     ) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
-        let exchange = {
-            let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-            request(self.provider.as_ref(), &key.secret).await
-        };
-        self.record(case, tenant, exchange)
+        self.charge(prompt_tokens, max_tokens)?;
+        let mut attempt = 0;
+        loop {
+            let exchange = {
+                let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+                request(self.provider.as_ref(), &key.secret).await
+            };
+            let wait = retry_after(&exchange, attempt);
+            let sent = self.record(case, tenant, exchange)?;
+            // Every attempt is in the transcript; a retry is charged like any request,
+            // and none is made past the budget.
+            match wait {
+                Some(wait) if attempt < RETRIES && self.charge(prompt_tokens, max_tokens).is_ok() => {
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                _ => return Ok(sent),
+            }
+        }
     }
 
     /// How a successful stream breaks the vendor API's event grammar (see
@@ -344,5 +396,50 @@ impl Session {
     pub fn with_progress(mut self, progress: bool) -> Self {
         self.progress = progress;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::{TransportError, TransportErrorKind};
+
+    fn answered(status: u16, retry_after: Option<&str>) -> Exchange {
+        let mut ex = Exchange {
+            status: Some(status),
+            ..Exchange::default()
+        };
+        ex.request.url = "http://127.0.0.1/v1/chat/completions".into();
+        if let Some(v) = retry_after {
+            ex.headers.insert("retry-after".into(), v.into());
+        }
+        ex
+    }
+
+    #[test]
+    fn only_safe_failures_are_retried_and_retry_after_is_honoured() {
+        assert_eq!(retry_after(&answered(429, Some("7")), 0), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(&answered(503, None), 0), Some(Duration::from_millis(500)));
+        assert_eq!(retry_after(&answered(503, None), 1), Some(Duration::from_millis(1000)));
+        assert_eq!(retry_after(&answered(429, Some("3600")), 0), None, "too long to wait");
+        for status in [200, 400, 401, 404, 500] {
+            assert_eq!(retry_after(&answered(status, Some("1")), 0), None, "{status}");
+        }
+        let mut lost = answered(200, None);
+        lost.status = None;
+        for (kind, retried) in [
+            (TransportErrorKind::Connect, true),
+            (TransportErrorKind::Request, true),
+            (TransportErrorKind::Timeout, false),
+            (TransportErrorKind::Body, false),
+        ] {
+            lost.transport_error = Some(TransportError {
+                kind,
+                message: String::new(),
+            });
+            assert_eq!(retry_after(&lost, 0).is_some(), retried, "{kind:?}");
+        }
+        lost.request.url.clear();
+        assert_eq!(retry_after(&lost, 0), None, "nothing was sent");
     }
 }

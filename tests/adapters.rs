@@ -257,3 +257,44 @@ async fn the_command_adapter_passes_refusals_through_with_their_status() {
     assert_eq!(long.status, Some(400));
     assert_eq!(long.api_error.unwrap().code.as_deref(), Some("context_length_exceeded"));
 }
+
+#[test]
+fn a_429_is_retried_after_its_retry_after_and_both_attempts_are_evidence() {
+    let url = anthropic_fake::start(&[KEY_A, KEY_B], 4096);
+    let tmp = TempDir::new("retry");
+    let profile = tmp.path().join("anthropic.toml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/anthropic.toml"))
+        .unwrap()
+        .replace("https://api.anthropic.com/v1", &url)
+        .replace("claude-sonnet-4-5", anthropic_fake::MODEL)
+        .replace("context_window = 200000", "context_window = 4096");
+    std::fs::write(&profile, text).unwrap();
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = output(
+        tenantcheck()
+            .args(["run", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&run_dir)
+            .args(["--exact", "stream.integrity"])
+            .env("ANTHROPIC_KEY_TENANT_A", anthropic_fake::FLAKY_KEY)
+            .env("ANTHROPIC_KEY_TENANT_B", KEY_B),
+    );
+    assert_eq!(code, Some(0), "the run goes on after the retry\n{stdout}\n{stderr}");
+    let lines = common::transcript_exchanges(&run_dir);
+    let first: Vec<_> = lines.values().take(2).collect();
+    assert_eq!(first[0]["exchange"]["status"], 429, "{:?}", first[0]);
+    assert_eq!(first[0]["exchange"]["headers"]["retry-after"], "1");
+    assert_eq!(first[1]["exchange"]["status"], 200, "{:?}", first[1]);
+    assert_eq!(
+        first[0]["exchange"]["request"], first[1]["exchange"]["request"],
+        "the same request again"
+    );
+    let at = |i: usize| humantime::parse_rfc3339(first[i]["at"].as_str().unwrap()).unwrap();
+    let waited = at(1).duration_since(at(0)).unwrap();
+    assert!(
+        waited >= std::time::Duration::from_millis(900),
+        "waited {waited:?} of retry-after: 1"
+    );
+    let _ = common::verified(&run_dir);
+}

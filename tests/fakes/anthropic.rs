@@ -24,10 +24,13 @@ use std::sync::Arc;
 pub const MODEL: &str = "claude-fake-1";
 /// The key that is always rate limited.
 pub const RATE_LIMITED_KEY: &str = "fake-rate-limited-key";
+/// A known key whose first request is rate limited (`retry-after: 1`), the rest not.
+pub const FLAKY_KEY: &str = "fake-flaky-key-1";
 
 pub struct Fake {
     keys: Vec<String>,
     context: usize,
+    flaked: std::sync::atomic::AtomicBool,
 }
 
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
@@ -38,8 +41,13 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response {
 /// Starts the fake on 127.0.0.1 (a free port) on its own thread; returns its base URL.
 pub fn start(keys: &[&str], context: usize) -> String {
     let fake = Arc::new(Fake {
-        keys: keys.iter().map(|k| k.to_string()).collect(),
+        keys: keys
+            .iter()
+            .map(|k| k.to_string())
+            .chain([FLAKY_KEY.to_owned()])
+            .collect(),
         context,
+        flaked: Default::default(),
     });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -64,13 +72,15 @@ impl Fake {
     /// The refusal a request's headers earn, if any.
     fn refusal(&self, headers: &HeaderMap) -> Option<Response> {
         let key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
-        if key == Some(RATE_LIMITED_KEY) {
+        let flake = key == Some(FLAKY_KEY) && !self.flaked.swap(true, std::sync::atomic::Ordering::SeqCst);
+        if key == Some(RATE_LIMITED_KEY) || flake {
             let mut r = error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
                 "Number of request tokens has exceeded your per-minute rate limit",
             );
-            r.headers_mut().insert("retry-after", "7".parse().unwrap());
+            let wait = if flake { "1" } else { "7" };
+            r.headers_mut().insert("retry-after", wait.parse().unwrap());
             return Some(r);
         }
         if !key.is_some_and(|k| self.keys.iter().any(|known| known == k)) {
