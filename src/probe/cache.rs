@@ -101,6 +101,9 @@ impl TimingParams {
     }
 }
 
+/// Pairs in a row with a failed request after which a level stops, undecided.
+const MAX_FAILED_IN_A_ROW: u32 = 5;
+
 /// The last words of the victim's prompts and of the attacker's: they differ, so only
 /// the prefix before them can be shared.
 const VICTIM_TAIL: &str = "\n\nAnswer with one word: what is this text about?";
@@ -304,6 +307,7 @@ impl Run<'_, '_> {
         let (mut cached_reported, mut cached_prefix) = (0, 0);
         let mut decision = Decision::Undecided;
         let mut tries = 0;
+        let mut failed_in_a_row = 0;
         while decision == Decision::Undecided && tries < self.p.max_pairs {
             tries += 1;
             self.pair_index += 1;
@@ -335,8 +339,14 @@ impl Run<'_, '_> {
             let failed = [&seeded, &hit, &miss].into_iter().find(|s| !s.exchange.is_success());
             if let Some(f) = failed {
                 self.errors.push(format!("#{} ({})", f.seq, describe(&f.exchange)));
+                failed_in_a_row += 1;
+                if failed_in_a_row == MAX_FAILED_IN_A_ROW {
+                    // A vendor that answers nothing cannot be timed: stop, undecided.
+                    break;
+                }
                 continue;
             }
+            failed_in_a_row = 0;
             let (h, m) = (&hit.exchange, &miss.exchange);
             if let (Some(hc), Some(mc)) = (
                 h.usage.and_then(|u| u.cached_tokens),
