@@ -120,10 +120,9 @@ async fn anthropic_refusals_arrive_as_errors_with_their_types() {
     );
 }
 
-#[test]
-fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
+/// `vendors/anthropic.toml` pointed at a fresh fake (context 4,096), written into `tmp`.
+fn anthropic_profile(tmp: &TempDir) -> std::path::PathBuf {
     let url = anthropic_fake::start(&[KEY_A, KEY_B], 4096);
-    let tmp = TempDir::new("anthropic");
     let profile = tmp.path().join("anthropic.toml");
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/anthropic.toml"))
         .unwrap()
@@ -131,6 +130,13 @@ fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
         .replace("claude-sonnet-4-5", anthropic_fake::MODEL)
         .replace("context_window = 200000", "context_window = 4096");
     std::fs::write(&profile, text).unwrap();
+    profile
+}
+
+#[test]
+fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
+    let tmp = TempDir::new("anthropic");
+    let profile = anthropic_profile(&tmp);
     let (code, stdout, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&profile).arg("--list"));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
@@ -260,15 +266,8 @@ async fn the_command_adapter_passes_refusals_through_with_their_status() {
 
 #[test]
 fn a_429_is_retried_after_its_retry_after_and_both_attempts_are_evidence() {
-    let url = anthropic_fake::start(&[KEY_A, KEY_B], 4096);
     let tmp = TempDir::new("retry");
-    let profile = tmp.path().join("anthropic.toml");
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/anthropic.toml"))
-        .unwrap()
-        .replace("https://api.anthropic.com/v1", &url)
-        .replace("claude-sonnet-4-5", anthropic_fake::MODEL)
-        .replace("context_window = 200000", "context_window = 4096");
-    std::fs::write(&profile, text).unwrap();
+    let profile = anthropic_profile(&tmp);
     let run_dir = tmp.path().join("run");
     let (code, stdout, stderr) = output(
         tenantcheck()
