@@ -140,24 +140,12 @@ pub struct RunResult {
 
 /// Runs the suite; writes the harness's own lines (after libtest-mimic's) to `out`.
 pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessError> {
-    let suite = match &opts.suite {
-        Some(dir) => Suite::load_dir(dir)?,
-        None => Suite::builtin(),
-    };
-    let (mut profile, vendor_source, profile_sha256) = match &opts.vendor {
-        Some(path) => {
-            let profile = VendorProfile::load(path)?;
-            let sha = std::fs::read(path).ok().map(|b| crate::sha256_hex(&b));
-            (profile, path.display().to_string(), sha)
-        }
-        None => (VendorProfile::embedded_sim(), "embedded".to_owned(), None),
-    };
-    if let Some(n) = opts.max_concurrency {
-        profile.max_concurrency = profile.max_concurrency.min(n.max(1));
-    }
-    if opts.budget.usd.is_some() && profile.prices.is_none() {
-        return Err(HarnessError::BudgetWithoutPrices);
-    }
+    let Inputs {
+        suite,
+        mut profile,
+        vendor_source,
+        profile_sha256,
+    } = Inputs::load(&opts)?;
     if opts.trials.list {
         let trials = suite
             .cases
@@ -172,39 +160,14 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     }
 
     crate::install_crypto_provider();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| HarnessError::Start {
-            what: "the async runtime",
-            source,
-        })?;
+    let runtime = new_runtime()?;
     let (tenants, sim) = match &opts.vendor {
         Some(path) => (
             profile.resolve_credentials(path, |name| std::env::var(name).ok())?,
             None,
         ),
         None => {
-            let tenants: Vec<TenantKey> = profile
-                .tenants
-                .iter()
-                .map(|t| TenantKey {
-                    label: t.label.clone(),
-                    credential_env: t.credential_env.clone(),
-                    secret: Secret::random_sim_key(),
-                })
-                .collect();
-            let mut config = SimConfig::new(tenants.iter().map(|t| (t.label.clone(), t.secret.clone())).collect());
-            config.model = profile.model.clone();
-            config.context = profile.context_window as usize;
-            let listen = "127.0.0.1:0".parse().expect("a valid address");
-            let sim = runtime
-                .block_on(SimServer::start(config, listen))
-                .map_err(|source| HarnessError::Start {
-                    what: "the embedded reference vendor",
-                    source,
-                })?;
-            profile.base_url = sim.base_url();
+            let (tenants, sim) = start_sim(&runtime, &mut profile)?;
             (tenants, Some(sim))
         }
     };
@@ -421,8 +384,88 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     })
 }
 
+/// What a run reads before it sends anything: the suite and the vendor profile (with
+/// the command line's limits applied).
+pub(crate) struct Inputs {
+    pub suite: Suite,
+    pub profile: VendorProfile,
+    /// The profile's path, or `embedded`.
+    pub vendor_source: String,
+    pub profile_sha256: Option<String>,
+}
+
+impl Inputs {
+    pub(crate) fn load(opts: &RunOptions) -> Result<Inputs, HarnessError> {
+        let suite = match &opts.suite {
+            Some(dir) => Suite::load_dir(dir)?,
+            None => Suite::builtin(),
+        };
+        let (mut profile, vendor_source, profile_sha256) = match &opts.vendor {
+            Some(path) => {
+                let profile = VendorProfile::load(path)?;
+                let sha = std::fs::read(path).ok().map(|b| crate::sha256_hex(&b));
+                (profile, path.display().to_string(), sha)
+            }
+            None => (VendorProfile::embedded_sim(), "embedded".to_owned(), None),
+        };
+        if let Some(n) = opts.max_concurrency {
+            profile.max_concurrency = profile.max_concurrency.min(n.max(1));
+        }
+        if opts.budget.usd.is_some() && profile.prices.is_none() {
+            return Err(HarnessError::BudgetWithoutPrices);
+        }
+        Ok(Inputs {
+            suite,
+            profile,
+            vendor_source,
+            profile_sha256,
+        })
+    }
+}
+
+/// The multi-threaded runtime every request runs on.
+pub(crate) fn new_runtime() -> Result<tokio::runtime::Runtime, HarnessError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| HarnessError::Start {
+            what: "the async runtime",
+            source,
+        })
+}
+
+/// Starts the reference vendor on 127.0.0.1 (a free port) with fresh keys for the
+/// profile's tenants, the profile's model and context window, and points the profile
+/// at it.
+pub(crate) fn start_sim(
+    runtime: &tokio::runtime::Runtime,
+    profile: &mut VendorProfile,
+) -> Result<(Vec<TenantKey>, SimServer), HarnessError> {
+    let tenants: Vec<TenantKey> = profile
+        .tenants
+        .iter()
+        .map(|t| TenantKey {
+            label: t.label.clone(),
+            credential_env: t.credential_env.clone(),
+            secret: Secret::random_sim_key(),
+        })
+        .collect();
+    let mut config = SimConfig::new(tenants.iter().map(|t| (t.label.clone(), t.secret.clone())).collect());
+    config.model = profile.model.clone();
+    config.context = profile.context_window as usize;
+    let listen = "127.0.0.1:0".parse().expect("a valid address");
+    let sim = runtime
+        .block_on(SimServer::start(config, listen))
+        .map_err(|source| HarnessError::Start {
+            what: "the embedded reference vendor",
+            source,
+        })?;
+    profile.base_url = sim.base_url();
+    Ok((tenants, sim))
+}
+
 /// Checks each tenant's credential with one cheap request before any case runs.
-async fn preflight(session: &Session, origin: &Path) -> Result<(), HarnessError> {
+pub(crate) async fn preflight(session: &Session, origin: &Path) -> Result<(), HarnessError> {
     for tenant in session.tenant_labels() {
         let sent = session.list_models(PREFLIGHT, tenant).await?;
         let ex = sent.exchange;
@@ -566,8 +609,8 @@ fn print_summary(
     )?;
     writeln!(
         out,
-        "sent:       {} requests, {} prompt tokens (estimated), up to ${:.4} at the profile's prices",
-        spent.requests, spent.prompt_tokens, spent.usd
+        "sent:       {} requests, {} prompt tokens (estimated), {} completion tokens at most, up to ${:.4} at the profile's prices",
+        spent.requests, spent.prompt_tokens, spent.completion_tokens, spent.usd
     )?;
     writeln!(out, "verdict:    {} ({})", report.verdict.label(), report.totals)
 }

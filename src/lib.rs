@@ -32,6 +32,7 @@ pub mod credential;
 pub mod exit;
 pub mod harness;
 pub mod outcome;
+pub mod plan;
 pub mod probe;
 pub mod prompt;
 pub mod render;

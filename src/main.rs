@@ -122,6 +122,11 @@ struct RunArgs {
     /// Requests in flight at once, at most (lowers the profile's max_concurrency).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_concurrency: Option<u32>,
+    /// Print what each selected case will send (requests, prompt and completion
+    /// tokens, cost at the profile's [prices]) and stop: the cases run against the
+    /// reference vendor on 127.0.0.1 instead, and no credential is needed.
+    #[arg(long, conflicts_with_all = ["out", "key", "challenge"])]
+    plan: bool,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }
@@ -199,6 +204,7 @@ harness error; 3 none failed but some were inconclusive.
 Examples:
   tenantcheck run                                  # the embedded reference vendor
   tenantcheck run --list
+  tenantcheck run --vendor vendors/openai.toml --plan   # what it will send and cost
   tenantcheck run --vendor vendors/my-vendor.toml --key keys/signing-key.pem isolation";
 
 /// clap's own default help layout, restored over libtest-mimic's.
@@ -270,7 +276,12 @@ fn run(args: RunArgs) -> u8 {
         max_concurrency: args.max_concurrency,
         trials: args.trials,
     };
-    match harness::run(opts, &mut std::io::stdout()) {
+    let result = if args.plan {
+        tenantcheck::plan::plan(opts, &mut std::io::stdout())
+    } else {
+        harness::run(opts, &mut std::io::stdout())
+    };
+    match result {
         Ok(result) => result.exit_code,
         Err(e) => {
             eprintln!("error: {e}");

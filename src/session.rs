@@ -83,6 +83,8 @@ pub struct Spent {
     pub requests: u64,
     /// Prompt tokens sent, as [`Budget::prompt_tokens`] counts them.
     pub prompt_tokens: u64,
+    /// Completion tokens the vendor may have billed: every request's `max_tokens`.
+    pub completion_tokens: u64,
     /// Estimated cost in US dollars, as [`Budget::usd`] counts it.
     pub usd: f64,
 }
@@ -184,6 +186,7 @@ impl Session {
         }
         spent.requests += 1;
         spent.prompt_tokens += prompt_tokens;
+        spent.completion_tokens += max_tokens;
         spent.usd += usd;
         Ok(())
     }

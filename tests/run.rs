@@ -732,6 +732,102 @@ fn budgets_stop_sending_and_leave_the_cut_cases_inconclusive() {
     assert!(stderr.contains("needs the vendor's prices"), "{stderr}");
 }
 
+/// The numbers of a `sent:` line or of the plan's `total` line, in order.
+fn figures(line: &str) -> Vec<f64> {
+    line.split_whitespace()
+        .filter_map(|w| w.trim_start_matches('$').replace(',', "").parse().ok())
+        .collect()
+}
+
+#[test]
+fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
+    let tmp = TempDir::new("plan");
+    let (code, plan, stderr) = output(tenantcheck().args(["run", "--plan"]));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(plan.contains("nothing was sent"), "{plan}");
+    assert!(
+        !std::path::Path::new(tenantcheck::harness::DEFAULT_RUNS_DIR).exists() || !plan.contains("report:"),
+        "a plan writes no report"
+    );
+    let rows: std::collections::BTreeMap<&str, Vec<f64>> = plan
+        .lines()
+        .skip_while(|l| !l.starts_with("case "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("total"))
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| Some((l.split_whitespace().next()?, figures(l))))
+        .collect();
+    let at_most = figures(
+        plan.lines()
+            .find(|l| l.contains("at most (it stops"))
+            .expect("the timing case's ceiling"),
+    );
+
+    let run_dir = tmp.path().join("run");
+    let (_, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
+    let sent = figures(stdout.lines().find(|l| l.starts_with("sent:")).expect("a sent line"));
+    let exchanges = common::transcript_exchanges(&run_dir);
+    assert_eq!(exchanges.len() as f64, sent[0], "{stderr}");
+    let mut by_case: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+    for line in exchanges.values() {
+        let tokens: u64 = line["exchange"]["request"]["body"]["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| tenantcheck::sim::tokenizer::count(m["content"].as_str().unwrap_or_default()) as u64)
+            .sum::<u64>()
+            // Stored objects' input (the Responses API), counted at four bytes a token.
+            + line["exchange"]["request"]["body"]["input"].as_str().map_or(0, |i| i.len().div_ceil(4) as u64);
+        let entry = by_case.entry(line["case"].as_str().unwrap()).or_default();
+        entry.0 += 1.0;
+        entry.1 += tokens as f64;
+    }
+    assert_eq!(
+        rows.len(),
+        by_case.len() + 2,
+        "every case and the preflight have a row (two declared cases send nothing)\n{plan}"
+    );
+    for (case, (requests, tokens)) in &by_case {
+        let row = &rows[case];
+        if *case == "cache.cross-tenant-timing" {
+            // It stops when its sequential test decides, which depends on the timing
+            // noise of the moment: the plan gives its ceiling.
+            assert!(
+                *requests <= at_most[0] && *tokens <= at_most[1],
+                "{case}: {requests} requests\n{plan}"
+            );
+            continue;
+        }
+        // Within 10%; prompt tokens also within 64, since requests the vendor must
+        // refuse (errors.semantics) are counted at 4 tokens each, whatever their size.
+        for (what, p, s, slack) in [
+            ("requests", row[0], *requests, 0.0),
+            ("prompt tokens", row[1], *tokens, 64.0),
+        ] {
+            assert!(
+                (p - s).abs() <= 0.1 * s + slack,
+                "{case}: {what} planned {p}, sent {s}\n{plan}\n{stdout}"
+            );
+        }
+    }
+
+    // A paid API's profile: no credential set, its host never contacted, priced.
+    let paid = concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/openai.toml");
+    let (code, plan, stderr) =
+        output(tenantcheck().args(["run", "--vendor", paid, "--plan", "--budget-usd", "0.01", "usage"]));
+    assert_eq!(code, Some(0), "{stderr}");
+    let row = plan
+        .lines()
+        .find(|l| l.starts_with("usage.consistency"))
+        .expect("the case's row");
+    let cells = figures(row);
+    assert!(cells[1] > 500_000.0, "a prompt near the 1M-token context: {row}");
+    let usd = cells[1] * 0.40 / 1e6 + cells[2] * 1.60 / 1e6;
+    assert!((cells[3] - usd).abs() < 0.006, "{row}: ${usd:.4}");
+    assert!(!plan.contains("isolation.canary-residue"), "the filter applies: {plan}");
+    assert!(plan.contains("over budget: --budget-usd 0.01"), "{plan}");
+}
+
 #[test]
 fn every_vendor_profile_lists_the_cases_without_credentials_or_requests() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/vendors");

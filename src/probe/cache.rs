@@ -39,7 +39,7 @@ use super::{Context, ParamsError, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
 use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair};
 use crate::session::SessionError;
-use crate::vendor::{CacheScope, TenantSpec};
+use crate::vendor::{CacheScope, TenantSpec, VendorProfile};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -252,6 +252,15 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
     let mut outcome = conclude(findings, reached, run.sizer.coverage);
     outcome.timing = levels_done;
     Ok(outcome)
+}
+
+/// The most requests the case can send to `profile`'s vendor, and each one's
+/// `max_tokens`: every level runs to `max_pairs` pairs of three requests, after one
+/// calibration request.
+pub fn ceiling(p: &TimingParams, profile: &VendorProfile) -> (u64, u64) {
+    let (_, attackers) = levels(&profile.tenants);
+    let levels = 1 + attackers.len() as u64;
+    (1 + levels * u64::from(p.max_pairs) * 3, 1)
 }
 
 /// The victim, and the attackers beyond the control: another key of the victim's

@@ -1,0 +1,301 @@
+//! [`plan`]: what a run will send, and what it will cost, before anything is sent.
+//!
+//! Probes are code that adapts to what it sees (a prompt sized by the vendor's
+//! counts, a sequential test that stops when it decides), so a table of figures kept
+//! beside them would drift from what they do. The plan therefore runs the selected
+//! cases for real, against the reference vendor started on 127.0.0.1 with the
+//! profile's model, context window, tokenizer and concurrency, and counts what the
+//! session sent, exactly as the budget counts it: requests, prompt tokens (the
+//! profile's tokenizer, else four bytes a token), completion tokens (every request's
+//! `max_tokens`: the most a vendor can bill) and dollars at the profile's `[prices]`.
+//! Nothing reaches the vendor, and no credential is needed.
+//!
+//! Where a case's figures depend on the vendor, the plan says so and gives the most
+//! it can send ([`crate::probe::cache::ceiling`]).
+
+use crate::canary::RunSecret;
+use crate::credential::Redactor;
+use crate::exit;
+use crate::harness::{HarnessError, Inputs, RunOptions, RunResult, new_runtime, preflight, start_sim};
+use crate::probe::ProbeSpec;
+use crate::session::{Session, Spent};
+use crate::transcript::{Header, Transcript};
+use crate::vendor::{AdapterKind, VendorProfile};
+use std::io::Write;
+use std::sync::Arc;
+
+/// One line of the plan.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PlanRow {
+    /// The case id, or `preflight` for the credential check.
+    pub case: String,
+    /// What the dry run sent.
+    pub sent: Spent,
+    /// The most the case can send, where that depends on the vendor.
+    pub at_most: Option<Spent>,
+}
+
+/// Runs the selected cases against the reference vendor in place of the profile's,
+/// and prints what each sent.
+pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessError> {
+    let Inputs {
+        suite,
+        profile,
+        vendor_source,
+        ..
+    } = Inputs::load(&opts)?;
+    crate::install_crypto_provider();
+    let runtime = new_runtime()?;
+    let mut dry = profile.clone();
+    dry.adapter = AdapterKind::OpenaiChat;
+    dry.command.clear();
+    let (tenants, sim) = start_sim(&runtime, &mut dry)?;
+    let redactor = Redactor::new(tenants.iter().map(|t| &t.secret));
+
+    // The dry run's transcript is scratch: a folder of its own, removed afterwards.
+    let scratch = std::env::temp_dir().join(format!(
+        "tenantcheck-plan-{}-{}",
+        std::process::id(),
+        crate::hex(&crate::random_bytes::<4>())
+    ));
+    std::fs::create_dir_all(&scratch).map_err(|source| HarnessError::Write {
+        path: scratch.clone(),
+        source,
+    })?;
+    let result = (|| -> Result<Vec<PlanRow>, HarnessError> {
+        let secret = RunSecret::derive(&crate::random_bytes::<32>(), &[]);
+        let commitment = secret.commitment();
+        let header = Header {
+            tool: "tenantcheck",
+            version: crate::TOOL_VERSION,
+            vendor: &dry.name,
+            secret_commitment: &commitment,
+            challenge: None,
+        };
+        let path = scratch.join("transcript.jsonl");
+        let transcript =
+            Transcript::create(&path, redactor, &header).map_err(|source| HarnessError::Write { path, source })?;
+        let provider = dry.adapter.provider(&dry).map_err(|e| HarnessError::Unreachable {
+            url: dry.base_url().to_owned(),
+            tenant: "-".into(),
+            error: e.to_string(),
+        })?;
+        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let session =
+            Session::new(dry.clone(), provider, tenants, Arc::new(transcript), secret).with_progress(progress);
+        let mut rows = Vec::new();
+        runtime.block_on(preflight(&session, std::path::Path::new("<the reference vendor>")))?;
+        rows.push(PlanRow {
+            case: "preflight".into(),
+            sent: session.spent(),
+            at_most: None,
+        });
+        for case in suite.cases.iter().filter(|c| selected(&opts.trials, &c.id)) {
+            let before = session.spent();
+            let ctx = crate::probe::Context {
+                case_id: &case.id,
+                session: &session,
+                advisories: &suite.advisories,
+            };
+            runtime.block_on(crate::probe::run(&case.probe, ctx));
+            let sent = minus(session.spent(), before);
+            let at_most = match &case.probe {
+                ProbeSpec::CacheTiming(p) => {
+                    let (requests, max_tokens) = crate::probe::cache::ceiling(p, &dry);
+                    Some(scaled(sent, requests, max_tokens, &dry))
+                }
+                _ => None,
+            };
+            rows.push(PlanRow {
+                case: case.id.clone(),
+                sent,
+                at_most,
+            });
+        }
+        if progress {
+            eprint!("\r\x1b[2K");
+        }
+        Ok(rows)
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = runtime.block_on(sim.shutdown());
+    let rows = result?;
+    let _ = print(out, &rows, &profile, &vendor_source, &opts);
+    Ok(RunResult {
+        exit_code: exit::SUCCESS,
+        run_dir: None,
+    })
+}
+
+/// Whether libtest-mimic's filter arguments select case `id` (as they select trials).
+fn selected(args: &libtest_mimic::Arguments, id: &str) -> bool {
+    let matches = |pattern: &str| {
+        if args.exact {
+            id == pattern
+        } else {
+            id.contains(pattern)
+        }
+    };
+    args.filter.as_deref().is_none_or(matches) && !args.skip.iter().any(|s| matches(s))
+}
+
+fn minus(after: Spent, before: Spent) -> Spent {
+    Spent {
+        requests: after.requests - before.requests,
+        prompt_tokens: after.prompt_tokens - before.prompt_tokens,
+        completion_tokens: after.completion_tokens - before.completion_tokens,
+        usd: after.usd - before.usd,
+    }
+}
+
+/// `requests` requests like the average one `sent`, each with `max_tokens`.
+fn scaled(sent: Spent, requests: u64, max_tokens: u64, profile: &VendorProfile) -> Spent {
+    let per_request = sent.prompt_tokens.checked_div(sent.requests).unwrap_or(0);
+    let prompt_tokens = per_request * requests;
+    let completion_tokens = max_tokens * requests;
+    Spent {
+        requests,
+        prompt_tokens,
+        completion_tokens,
+        usd: profile
+            .prices
+            .as_ref()
+            .map_or(0.0, |p| p.cost(prompt_tokens, completion_tokens)),
+    }
+}
+
+fn total(rows: &[PlanRow], ceiling: bool) -> Spent {
+    rows.iter().fold(Spent::default(), |t, r| {
+        let s = if ceiling { r.at_most.unwrap_or(r.sent) } else { r.sent };
+        Spent {
+            requests: t.requests + s.requests,
+            prompt_tokens: t.prompt_tokens + s.prompt_tokens,
+            completion_tokens: t.completion_tokens + s.completion_tokens,
+            usd: t.usd + s.usd,
+        }
+    })
+}
+
+/// `1234567` as `1,234,567`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn print(
+    out: &mut dyn Write,
+    rows: &[PlanRow],
+    profile: &VendorProfile,
+    source: &str,
+    opts: &RunOptions,
+) -> std::io::Result<()> {
+    let priced = profile.prices.is_some();
+    let usd = |s: &Spent| if priced { format!("{:.2}", s.usd) } else { "-".into() };
+    writeln!(out, "plan for {} ({source}): nothing was sent to it", profile.name)?;
+    writeln!(
+        out,
+        "(each case was run against the reference vendor on 127.0.0.1 with this profile's model, context window of {} tokens and tokenizer)",
+        grouped(profile.context_window)
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<34} {:>9} {:>14} {:>12} {:>10}",
+        "case", "requests", "prompt tokens", "completion", "USD"
+    )?;
+    let line = |out: &mut dyn Write, name: &str, s: &Spent| {
+        writeln!(
+            out,
+            "{:<34} {:>9} {:>14} {:>12} {:>10}",
+            name,
+            grouped(s.requests),
+            grouped(s.prompt_tokens),
+            grouped(s.completion_tokens),
+            usd(s)
+        )
+    };
+    for row in rows {
+        line(out, &row.case, &row.sent)?;
+        if let Some(max) = &row.at_most {
+            line(out, "  at most (it stops when decided)", max)?;
+        }
+    }
+    let expected = total(rows, false);
+    line(out, "total", &expected)?;
+    if rows.iter().any(|r| r.at_most.is_some()) {
+        line(out, "total at most", &total(rows, true))?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "prompt tokens are counted as --budget-prompt-tokens counts them ({}); completion tokens are every request's max_tokens, the most the vendor can bill",
+        if profile.tokenizer.is_some() {
+            "the profile's tokenizer"
+        } else {
+            "four bytes a token: the profile names no tokenizer"
+        }
+    )?;
+    match &profile.prices {
+        Some(p) => writeln!(
+            out,
+            "USD at the profile's [prices]: ${} per million prompt tokens, ${} per million completion tokens",
+            p.prompt_usd_per_million, p.completion_usd_per_million
+        )?,
+        None => writeln!(
+            out,
+            "no cost: the profile has no [prices] (add prompt_usd_per_million and completion_usd_per_million)"
+        )?,
+    }
+    let b = opts.budget;
+    let over: Vec<String> = [
+        b.requests
+            .filter(|&m| expected.requests > m)
+            .map(|m| format!("--budget-requests {m}")),
+        b.prompt_tokens
+            .filter(|&m| expected.prompt_tokens > m)
+            .map(|m| format!("--budget-prompt-tokens {m}")),
+        b.usd.filter(|&m| expected.usd > m).map(|m| format!("--budget-usd {m}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !over.is_empty() {
+        writeln!(
+            out,
+            "over budget: {}: the run will stop sending there and leave the cases it cuts short inconclusive",
+            over.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(1047576), "1,047,576");
+    }
+
+    #[test]
+    fn the_filter_selects_cases_as_it_selects_trials() {
+        let mut args = libtest_mimic::Arguments::from_iter(["tenantcheck", "context"]);
+        assert!(selected(&args, "context.boundary"));
+        assert!(!selected(&args, "isolation.canary-residue"));
+        args.skip.push("boundary".into());
+        assert!(!selected(&args, "context.boundary"));
+        args = libtest_mimic::Arguments::from_iter(["tenantcheck", "--exact", "context"]);
+        assert!(!selected(&args, "context.boundary"));
+    }
+}
