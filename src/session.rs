@@ -373,6 +373,11 @@ impl Session {
         self.provider.stream_problems(ex)
     }
 
+    /// Whether the vendor's API reports why an answer ended.
+    pub fn reports_finish_reason(&self) -> bool {
+        self.provider.reports_finish_reason()
+    }
+
     /// The tenant's key, for messages (the variable's name) and requests.
     pub fn key(&self, tenant: &str) -> Result<&TenantKey, SessionError> {
         self.tenants

@@ -245,6 +245,9 @@ pub enum AdapterKind {
     OpenaiChat,
     /// The Anthropic Messages API: `POST {base_url}/messages` with `x-api-key`.
     Anthropic,
+    /// Cloudflare Workers AI's native REST API: `POST {base_url}/run/{model}` with a
+    /// bearer token, answers in its `result`/`errors` envelope.
+    WorkersAi,
     /// Any API, through the program in `command`, speaking JSON lines on stdio (see
     /// `tenantcheck schema command`).
     Command,
@@ -264,6 +267,11 @@ impl AdapterKind {
                 timeout,
             )?),
             AdapterKind::Anthropic => std::sync::Arc::new(crate::adapter::AnthropicMessages::new(
+                profile.base_url(),
+                &profile.model,
+                timeout,
+            )?),
+            AdapterKind::WorkersAi => std::sync::Arc::new(crate::adapter::WorkersAi::new(
                 profile.base_url(),
                 &profile.model,
                 timeout,

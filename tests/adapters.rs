@@ -5,9 +5,11 @@
 #[path = "fakes/anthropic.rs"]
 mod anthropic_fake;
 mod common;
+#[path = "fakes/workers_ai.rs"]
+mod workers_ai_fake;
 
 use common::{TempDir, output, tenantcheck};
-use tenantcheck::adapter::{AnthropicMessages, ChatRequest, InvalidRequest, Provider};
+use tenantcheck::adapter::{AnthropicMessages, ChatRequest, InvalidRequest, Provider, WorkersAi};
 use tenantcheck::credential::Secret;
 
 const KEY_A: &str = "fake-anthropic-key-a";
@@ -133,31 +135,32 @@ fn anthropic_profile(tmp: &TempDir) -> std::path::PathBuf {
     profile
 }
 
-#[test]
-fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
-    let tmp = TempDir::new("anthropic");
-    let profile = anthropic_profile(&tmp);
-    let (code, stdout, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&profile).arg("--list"));
+/// Runs `cases` one by one through `profile` with these keys in `env`; each must pass,
+/// its requests must have gone to `endpoint`, and no key may be in the transcript.
+fn cases_pass_through(
+    tmp: &TempDir,
+    profile: &std::path::Path,
+    env: [(&str, &str); 2],
+    endpoint: &str,
+    cases: &[&str],
+) {
+    let (code, stdout, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(profile).arg("--list"));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(
-        stdout.contains("errors.semantics") && stdout.contains("stream.integrity"),
-        "{stdout}"
-    );
-    for case in ["errors.semantics", "stream.integrity"] {
+    for case in cases {
+        assert!(stdout.contains(case), "{stdout}");
         let run_dir = tmp.path().join(case);
         let (code, stdout, stderr) = output(
             tenantcheck()
                 .args(["run", "--vendor"])
-                .arg(&profile)
+                .arg(profile)
                 .arg("--out")
                 .arg(&run_dir)
                 .args(["--exact", case])
-                .env("ANTHROPIC_KEY_TENANT_A", KEY_A)
-                .env("ANTHROPIC_KEY_TENANT_B", KEY_B),
+                .envs(env),
         );
         assert_eq!(code, Some(0), "{case}\n{stdout}\n{stderr}");
         let report = common::verified(&run_dir);
-        let c = report.cases.iter().find(|c| c.id == case).unwrap();
+        let c = report.cases.iter().find(|c| c.id == *case).unwrap();
         assert_eq!(
             c.outcome.verdict,
             tenantcheck::outcome::Verdict::Pass,
@@ -165,12 +168,143 @@ fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
             c.outcome.summary
         );
         let transcript = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
-        assert!(
-            transcript.contains("/messages"),
-            "requests went to the Messages endpoint"
-        );
-        assert!(!transcript.contains(KEY_A) && !transcript.contains(KEY_B));
+        assert!(transcript.contains(endpoint), "requests went to {endpoint}");
+        assert!(env.iter().all(|(_, key)| !transcript.contains(key)));
     }
+}
+
+#[test]
+fn the_suites_probes_run_unchanged_through_the_anthropic_adapter() {
+    let tmp = TempDir::new("anthropic");
+    let profile = anthropic_profile(&tmp);
+    cases_pass_through(
+        &tmp,
+        &profile,
+        [("ANTHROPIC_KEY_TENANT_A", KEY_A), ("ANTHROPIC_KEY_TENANT_B", KEY_B)],
+        "/messages",
+        &["errors.semantics", "stream.integrity"],
+    );
+}
+
+const CF_A: &str = "fake-cloudflare-token-a";
+const CF_B: &str = "fake-cloudflare-token-b";
+
+fn workers_ai(context: usize) -> WorkersAi {
+    let url = workers_ai_fake::start(&[CF_A, CF_B], context);
+    WorkersAi::new(&url, workers_ai_fake::MODEL, std::time::Duration::from_secs(10)).unwrap()
+}
+
+#[tokio::test]
+async fn workers_ai_answers_plain_and_streamed_alike_without_a_finish_reason() {
+    let client = workers_ai(200);
+    let key = Secret::new(CF_A);
+    let ask = |stream: bool, max_tokens: u32| ChatRequest {
+        stream,
+        ..ChatRequest::user("alpha beta gamma delta", max_tokens)
+    };
+    let plain = client.chat(&key, &ask(false, 16)).await;
+    let streamed = client.chat(&key, &ask(true, 16)).await;
+    for ex in [&plain, &streamed] {
+        assert_eq!(ex.status, Some(200), "{ex:?}");
+        assert_eq!(ex.content, "You said: alpha beta gamma delta");
+        assert_eq!(ex.finish_reason, None, "the native API reports none");
+        let u = ex.usage.unwrap();
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (4, 6));
+        assert!(ex.api_error.is_none());
+    }
+    assert!(!client.reports_finish_reason());
+    assert_eq!(streamed.frames.len(), 8, "{:?}", streamed.frames);
+    assert!(streamed.timings.first_token_ms.is_some());
+    assert_eq!(client.stream_problems(&streamed), Vec::<String>::new());
+    let mut broken = streamed.clone();
+    broken.frames.pop();
+    assert_eq!(client.stream_problems(&broken), vec!["no terminal [DONE] frame"]);
+    broken.frames.pop();
+    broken.frames.push(broken.frames[0].clone());
+    broken.frames[0].data = "{\"result\": 1}".into();
+    let problems = client.stream_problems(&broken);
+    assert!(
+        problems.iter().any(|p| p.contains("frame 0 has neither")),
+        "{problems:?}"
+    );
+
+    let cancelled = client
+        .chat(
+            &key,
+            &ChatRequest {
+                cancel_after: Some(1),
+                ..ask(true, 16)
+            },
+        )
+        .await;
+    assert!(cancelled.cancelled);
+    assert_eq!(cancelled.content, "You");
+}
+
+#[tokio::test]
+async fn workers_ai_refusals_arrive_from_the_envelope_with_their_codes() {
+    let client = workers_ai(200);
+    let key = Secret::new(CF_A);
+    let code = |ex: &tenantcheck::adapter::Exchange| ex.api_error.as_ref().and_then(|e| e.code.clone());
+
+    let wrong = client
+        .chat(&Secret::new("not-a-known-token"), &ChatRequest::user("hi", 8))
+        .await;
+    assert_eq!((wrong.status, code(&wrong).as_deref()), (Some(401), Some("10000")));
+    assert_eq!(wrong.api_error.unwrap().message, "Authentication error");
+
+    let too_long = client.chat(&key, &ChatRequest::user("word ".repeat(250), 8)).await;
+    assert_eq!((too_long.status, code(&too_long).as_deref()), (Some(400), Some("5021")));
+    assert!(
+        too_long
+            .api_error
+            .unwrap()
+            .message
+            .contains("exceeded this model context window limit (200)")
+    );
+
+    let limited = client
+        .chat(
+            &Secret::new(workers_ai_fake::RATE_LIMITED_KEY),
+            &ChatRequest::user("hi", 8),
+        )
+        .await;
+    assert_eq!((limited.status, code(&limited).as_deref()), (Some(429), Some("3040")));
+
+    for (kind, status) in [
+        (InvalidRequest::UnknownModel, 404),
+        (InvalidRequest::MalformedJson, 400),
+        (InvalidRequest::BadParameter, 400),
+        (InvalidRequest::EmptyMessages, 400),
+        (InvalidRequest::OverLimit { context: 200 }, 400),
+    ] {
+        let ex = client.invalid(&key, kind, false).await;
+        assert_eq!(ex.status, Some(status), "{kind:?}: {ex:?}");
+        assert!(ex.api_error.is_some(), "{kind:?}");
+    }
+    let models = client.list_models(&key).await;
+    assert_eq!(models.status, Some(200));
+    assert!(client.store(&key, "x", None).await.transport_error.is_some());
+}
+
+#[test]
+fn the_suites_probes_run_unchanged_through_the_workers_ai_adapter() {
+    let tmp = TempDir::new("workers-ai");
+    let url = workers_ai_fake::start(&[CF_A, CF_B], 4096);
+    let profile = tmp.path().join("workers-ai-native.toml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/workers-ai-native.toml"))
+        .unwrap()
+        .replace("https://api.cloudflare.com/client/v4/accounts/ACCOUNT_ID/ai", &url)
+        .replace("@cf/meta/llama-3.1-8b-instruct", workers_ai_fake::MODEL)
+        .replace("context_window = 8192", "context_window = 4096");
+    std::fs::write(&profile, text).unwrap();
+    cases_pass_through(
+        &tmp,
+        &profile,
+        [("CLOUDFLARE_TOKEN_TENANT_A", CF_A), ("CLOUDFLARE_TOKEN_TENANT_B", CF_B)],
+        "/ai/run/@cf/fake/chat-1",
+        &["errors.semantics", "stream.integrity", "usage.consistency"],
+    );
 }
 
 #[tokio::test]

@@ -8,18 +8,21 @@
 //! Implementations: [`OpenAiChat`] (OpenAI-compatible chat completions, streaming and
 //! not) and [`AnthropicMessages`] (the Anthropic Messages API), both on one shared HTTP
 //! client that records what every dialect records alike; [`CommandAdapter`] (any API,
-//! through a program speaking JSON lines on stdio).
+//! through a program speaking JSON lines on stdio); [`WorkersAi`] (Cloudflare Workers
+//! AI's native REST API and its result/errors envelope).
 
 mod anthropic;
 mod command;
 mod http;
 mod openai;
 mod sse;
+mod workers_ai;
 
 pub use anthropic::AnthropicMessages;
 pub use command::{CommandAdapter, CommandDone, CommandOp, CommandReply, CommandRequest};
 pub use openai::OpenAiChat;
 pub use sse::{SseFrame, SseParser};
+pub use workers_ai::WorkersAi;
 
 use crate::credential::Secret;
 use schemars::JsonSchema;
@@ -60,6 +63,12 @@ pub trait Provider: Send + Sync {
     /// How a complete, successful stream breaks this API's event grammar (its terminal
     /// event, one id, JSON data, usage); empty when it keeps it.
     fn stream_problems(&self, ex: &Exchange) -> Vec<String>;
+
+    /// Whether this API says why an answer ended (`finish_reason`); where it does, an
+    /// answer without one is a fault.
+    fn reports_finish_reason(&self) -> bool {
+        true
+    }
 }
 
 /// A kind of request a vendor must refuse.

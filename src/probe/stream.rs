@@ -52,7 +52,7 @@ pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, Se
         complete += 1;
         let mut problems = Vec::new();
         problems.extend(ctx.session.stream_problems(ex));
-        if ex.finish_reason.is_none() {
+        if ex.finish_reason.is_none() && ctx.session.reports_finish_reason() {
             problems.push("no finish reason".to_owned());
         }
         if ex.content.is_empty() {
