@@ -11,7 +11,7 @@ use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
 use tenantcheck::report::{self, key};
 use tenantcheck::schema::Schema;
-use tenantcheck::sim::{Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
+use tenantcheck::sim::{Chaos, Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
 /// long-context admission, with signed evidence reports.
@@ -139,6 +139,10 @@ struct SimArgs {
     /// A fault to inject (repeat for several).
     #[arg(long = "fault", value_enum, value_name = "NAME")]
     faults: Vec<Fault>,
+    /// Behave as a hostile or broken vendor at the HTTP level, on chat completions
+    /// (for testing the harness itself).
+    #[arg(long, value_enum, value_name = "NAME")]
+    chaos: Option<Chaos>,
     /// Separate prefill and decode nodes, each with its own KV pool, and a KV transfer
     /// between them.
     #[arg(long)]
@@ -344,6 +348,7 @@ fn sim(args: SimArgs) -> u8 {
         decode_step: Duration::from_micros(if args.no_delay { 0 } else { args.decode_step_us }),
         batch: args.batch,
         weak_model: args.weak_model,
+        chaos: args.chaos,
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -40,6 +40,15 @@ pub struct VendorProfile {
     /// How long one request may take, in seconds.
     #[serde(default = "default_timeout")]
     pub request_timeout_secs: u64,
+    /// How long to wait for more of an answer once its headers arrived (between two
+    /// stream events, or two pieces of a body), in seconds; default: the whole
+    /// request's timeout (a first token may follow a long prefill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    /// The most bytes of one answer that are read (a body, or a whole stream); the
+    /// rest is left unread and the exchange is recorded as too large. Default 32 MiB.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
     /// How many requests may be in flight at once, over all tenants.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
@@ -260,21 +269,26 @@ impl AdapterKind {
         profile: &VendorProfile,
     ) -> Result<std::sync::Arc<dyn crate::adapter::Provider>, crate::adapter::TransportError> {
         let timeout = std::time::Duration::from_secs(profile.request_timeout_secs);
+        let limits = crate::adapter::Limits {
+            timeout,
+            idle: std::time::Duration::from_secs(profile.idle_timeout_secs.unwrap_or(profile.request_timeout_secs)),
+            max_response_bytes: profile.max_response_bytes,
+        };
         Ok(match self {
             AdapterKind::OpenaiChat => std::sync::Arc::new(crate::adapter::OpenAiChat::new(
                 profile.base_url(),
                 &profile.model,
-                timeout,
+                limits,
             )?),
             AdapterKind::Anthropic => std::sync::Arc::new(crate::adapter::AnthropicMessages::new(
                 profile.base_url(),
                 &profile.model,
-                timeout,
+                limits,
             )?),
             AdapterKind::WorkersAi => std::sync::Arc::new(crate::adapter::WorkersAi::new(
                 profile.base_url(),
                 &profile.model,
-                timeout,
+                limits,
             )?),
             AdapterKind::Command => {
                 std::sync::Arc::new(crate::adapter::CommandAdapter::new(profile.command.clone(), timeout))
@@ -290,6 +304,10 @@ impl AdapterKind {
 
 fn default_timeout() -> u64 {
     120
+}
+
+fn default_max_response_bytes() -> u64 {
+    crate::adapter::Limits::DEFAULT_MAX_RESPONSE_BYTES
 }
 
 fn default_concurrency() -> u32 {
@@ -528,6 +546,20 @@ impl VendorProfile {
                 "request_timeout_secs",
                 "is 0".into(),
                 "allow at least 1 second per request",
+            ));
+        }
+        if self.idle_timeout_secs == Some(0) {
+            return Err(invalid(
+                "idle_timeout_secs",
+                "is 0".into(),
+                "allow at least 1 second between two pieces of an answer",
+            ));
+        }
+        if self.max_response_bytes < 4096 {
+            return Err(invalid(
+                "max_response_bytes",
+                format!("is {}", self.max_response_bytes),
+                "allow at least 4096 bytes per answer (the default is 33554432, 32 MiB)",
             ));
         }
         if self.max_concurrency == 0 {

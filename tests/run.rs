@@ -847,11 +847,13 @@ fn every_vendor_profile_lists_the_cases_without_credentials_or_requests() {
             path.display()
         );
         // And the plan: it sends nothing to the vendor either.
-        let (code, stdout, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&path).args([
-            "--plan",
-            "--exact",
-            "stream.integrity",
-        ]));
+        let (code, stdout, stderr) =
+            output(
+                tenantcheck()
+                    .args(["run", "--vendor"])
+                    .arg(&path)
+                    .args(["--plan", "--exact", "stream.integrity"]),
+            );
         assert_eq!(code, Some(0), "{}: {stderr}", path.display());
         let total = stdout.lines().find(|l| l.starts_with("total")).expect("a total line");
         assert!(figures(total)[0] >= 3.0, "{}: {stdout}", path.display());

@@ -13,12 +13,11 @@
 
 use super::http::{Auth, Dialect, Http};
 use super::{
-    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Provider, RecordedRequest, SseFrame, TransportError,
-    TransportErrorKind, Usage,
+    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Limits, Provider, RecordedRequest, SseFrame,
+    TransportError, TransportErrorKind, Usage,
 };
 use crate::credential::Secret;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// The API version every request names.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -36,10 +35,10 @@ struct Anthropic;
 impl AnthropicMessages {
     /// A client for `base_url` (up to the version segment, `https://api.anthropic.com/v1`)
     /// and `model`.
-    pub fn new(base_url: &str, model: &str, timeout: Duration) -> Result<Self, TransportError> {
+    pub fn new(base_url: &str, model: &str, limits: impl Into<Limits>) -> Result<Self, TransportError> {
         Ok(AnthropicMessages {
             http: Http::new(
-                timeout,
+                limits.into(),
                 Auth::Header("x-api-key"),
                 vec![("anthropic-version", ANTHROPIC_VERSION)],
             )?,

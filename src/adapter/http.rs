@@ -2,16 +2,25 @@
 //! with a credential, timings, the response headers worth keeping, reading a body or an
 //! event stream (cancelled on request), and transport errors as values. A [`Dialect`]
 //! reads the JSON of its API into the exchange.
+//!
+//! Whatever the vendor sends, an exchange ends within the profile's [`Limits`]: the
+//! whole exchange within `timeout`, each wait for more of an answer within `idle`, and
+//! no more than `max_response_bytes` of a body or stream is read (the rest is left
+//! unread and the exchange says so). No content encoding is asked for, so none is
+//! decoded: a compressed answer is a protocol error, and a compression bomb stays
+//! compressed.
 
-use super::{Exchange, RecordedRequest, SseFrame, SseParser, TransportError, TransportErrorKind};
+use super::{Exchange, Limits, RecordedRequest, SseFrame, SseParser, TransportError, TransportErrorKind};
 use crate::credential::Secret;
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Response headers kept in the transcript (lowercase). Anything else, cookies in
 /// particular, is dropped.
 const KEPT_HEADERS: &[&str] = &[
     "content-type",
+    "content-encoding",
+    "content-length",
     "retry-after",
     "x-request-id",
     "request-id",
@@ -45,27 +54,29 @@ pub(super) enum Auth {
 #[derive(Clone, Debug)]
 pub(super) struct Http {
     client: reqwest::Client,
+    limits: Limits,
     auth: Auth,
     /// Headers every request carries (an API version).
     fixed: Vec<(&'static str, &'static str)>,
 }
 
 impl Http {
-    pub fn new(
-        timeout: Duration,
-        auth: Auth,
-        fixed: Vec<(&'static str, &'static str)>,
-    ) -> Result<Self, TransportError> {
+    pub fn new(limits: Limits, auth: Auth, fixed: Vec<(&'static str, &'static str)>) -> Result<Self, TransportError> {
         crate::install_crypto_provider();
         let client = reqwest::Client::builder()
-            .timeout(timeout)
+            .timeout(limits.timeout)
             .user_agent(concat!("tenantcheck/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| TransportError {
                 kind: TransportErrorKind::Request,
                 message: e.to_string(),
             })?;
-        Ok(Http { client, auth, fixed })
+        Ok(Http {
+            client,
+            limits,
+            auth,
+            fixed,
+        })
     }
 
     /// Sends `recorded` with `credential`; a stream is read until it ends or, with
@@ -120,33 +131,96 @@ impl Http {
                     .insert(name.to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned());
             }
         }
-        let is_stream = ex
-            .headers
-            .get("content-type")
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let mut response = response;
-        if is_stream {
-            read_stream(&mut response, &mut ex, &ms, cancel_after, dialect).await;
+        let content_type = ex.headers.get("content-type").cloned().unwrap_or_default();
+        // A stream is read as one when it says it is, and when one was asked for and
+        // the answer is a success that is not JSON (a stream with the wrong content
+        // type, which the dialect's grammar then names).
+        let asked_stream = ex.request.body.as_ref().is_some_and(|b| b["stream"] == true);
+        let is_stream = content_type.starts_with("text/event-stream")
+            || (asked_stream && ex.is_success() && !content_type.contains("json"));
+        let mut body = Body {
+            response,
+            limits: self.limits,
+            read: 0,
+        };
+        if let Some(encoding) = ex.headers.get("content-encoding").filter(|e| *e != "identity") {
+            ex.transport_error = Some(TransportError {
+                kind: TransportErrorKind::Protocol,
+                message: format!(
+                    "the answer is {encoding}-encoded though no encoding was asked for; it was not decoded or read"
+                ),
+            });
+        } else if is_stream {
+            read_stream(&mut body, &mut ex, &ms, cancel_after, dialect).await;
         } else {
-            let mut body = Vec::new();
+            let mut bytes = Vec::new();
             loop {
-                match response.chunk().await {
-                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                match body.chunk().await {
+                    Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
                     Ok(None) => break,
                     Err(e) => {
-                        ex.transport_error = Some(transport_error(&e));
+                        ex.transport_error = Some(e);
                         break;
                     }
                 }
             }
-            let text = String::from_utf8_lossy(&body).into_owned();
-            if let Ok(v) = serde_json::from_str::<Value>(&text) {
-                dialect.read_body(&v, &mut ex);
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            match serde_json::from_str::<Value>(&text) {
+                Ok(v) => dialect.read_body(&v, &mut ex),
+                Err(e) if ex.is_success() => {
+                    ex.transport_error = Some(TransportError {
+                        kind: TransportErrorKind::Protocol,
+                        message: format!("the answer's body is not JSON: {e}"),
+                    })
+                }
+                Err(_) => {}
             }
             ex.body = Some(text);
         }
         ex.timings.total_ms = ms();
         ex
+    }
+}
+
+/// An answer's body, read within the limits.
+struct Body {
+    response: reqwest::Response,
+    limits: Limits,
+    read: u64,
+}
+
+impl Body {
+    /// The next chunk; `Ok(None)` at the end. A wait longer than `idle` and a body
+    /// past `max_response_bytes` end the reading with an error.
+    async fn chunk(&mut self) -> Result<Option<axum::body::Bytes>, TransportError> {
+        let next = tokio::time::timeout(self.limits.idle, self.response.chunk()).await;
+        let chunk = match next {
+            Err(_) => {
+                return Err(TransportError {
+                    kind: TransportErrorKind::Timeout,
+                    message: format!(
+                        "the answer stalled: no data for {} s (the profile's idle_timeout_secs) after {} bytes",
+                        self.limits.idle.as_secs_f64(),
+                        self.read
+                    ),
+                });
+            }
+            Ok(Err(e)) => return Err(transport_error(&e)),
+            Ok(Ok(chunk)) => chunk,
+        };
+        if let Some(c) = &chunk {
+            self.read += c.len() as u64;
+            if self.read > self.limits.max_response_bytes {
+                return Err(TransportError {
+                    kind: TransportErrorKind::TooLarge,
+                    message: format!(
+                        "the answer is over {} bytes (the profile's max_response_bytes); the rest was not read",
+                        self.limits.max_response_bytes
+                    ),
+                });
+            }
+        }
+        Ok(chunk)
     }
 }
 
@@ -162,7 +236,7 @@ pub(super) fn content_type_problem(ex: &Exchange) -> Option<String> {
 /// Reads a stream to its end, or until `cancel_after` events carried content; then
 /// the caller drops the response, which closes the connection.
 async fn read_stream(
-    response: &mut reqwest::Response,
+    body: &mut Body,
     ex: &mut Exchange,
     ms: &impl Fn() -> f64,
     cancel_after: Option<u32>,
@@ -175,11 +249,11 @@ async fn read_stream(
             ex.cancelled = true;
             return;
         }
-        let chunk = match response.chunk().await {
+        let chunk = match body.chunk().await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break,
             Err(e) => {
-                ex.transport_error = Some(transport_error(&e));
+                ex.transport_error = Some(e);
                 break;
             }
         };

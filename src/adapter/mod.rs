@@ -310,6 +310,39 @@ pub enum TransportErrorKind {
     Request,
     /// The answer broke off or could not be read.
     Body,
+    /// The answer was larger than the profile's `max_response_bytes`; the rest was not
+    /// read.
+    TooLarge,
+    /// The answer broke HTTP or the API's format: a body that is not JSON, a content
+    /// encoding that was not asked for.
+    Protocol,
+}
+
+/// How much of an answer the harness reads, and how long it waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest a whole exchange may take.
+    pub timeout: std::time::Duration,
+    /// The longest wait for the next bytes of an answer once its headers arrived.
+    pub idle: std::time::Duration,
+    /// The most bytes of one answer's body (a stream's too) that are read.
+    pub max_response_bytes: u64,
+}
+
+impl Limits {
+    /// The default most bytes of one answer: 32 MiB.
+    pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 << 20;
+}
+
+/// `timeout` for the whole exchange and for each wait, and the default size cap.
+impl From<std::time::Duration> for Limits {
+    fn from(timeout: std::time::Duration) -> Self {
+        Limits {
+            timeout,
+            idle: timeout,
+            max_response_bytes: Limits::DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
 }
 
 /// How long an exchange took, in milliseconds from just before sending.

@@ -2,12 +2,11 @@
 
 use super::http::{Auth, Dialect, Http};
 use super::{
-    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Provider, RecordedRequest, SseFrame, TransportError,
-    Usage,
+    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Limits, Provider, RecordedRequest, SseFrame,
+    TransportError, Usage,
 };
 use crate::credential::Secret;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// An OpenAI-compatible chat completions client.
 #[derive(Clone, Debug)]
@@ -32,9 +31,9 @@ impl Dialect for OpenAi {
 
 impl OpenAiChat {
     /// A client for `base_url` (up to the version segment) and `model`.
-    pub fn new(base_url: &str, model: &str, timeout: Duration) -> Result<Self, TransportError> {
+    pub fn new(base_url: &str, model: &str, limits: impl Into<Limits>) -> Result<Self, TransportError> {
         Ok(OpenAiChat {
-            http: Http::new(timeout, Auth::Bearer, Vec::new())?,
+            http: Http::new(limits.into(), Auth::Bearer, Vec::new())?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
         })

@@ -17,12 +17,11 @@
 
 use super::http::{Auth, Dialect, Http};
 use super::{
-    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Provider, RecordedRequest, SseFrame, TransportError,
-    TransportErrorKind, Usage,
+    ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Limits, Provider, RecordedRequest, SseFrame,
+    TransportError, TransportErrorKind, Usage,
 };
 use crate::credential::Secret;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// A Workers AI REST API client for one account and model.
 #[derive(Clone, Debug)]
@@ -36,9 +35,9 @@ struct Envelope;
 
 impl WorkersAi {
     /// A client for `base_url` (the account's `.../ai`) and `model` (`@cf/...`).
-    pub fn new(base_url: &str, model: &str, timeout: Duration) -> Result<Self, TransportError> {
+    pub fn new(base_url: &str, model: &str, limits: impl Into<Limits>) -> Result<Self, TransportError> {
         Ok(WorkersAi {
-            http: Http::new(timeout, Auth::Bearer, Vec::new())?,
+            http: Http::new(limits.into(), Auth::Bearer, Vec::new())?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
         })

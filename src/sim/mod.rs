@@ -17,10 +17,14 @@
 //!   `previous_response_id`, `GET /v1/responses/{id}`, each readable by its owner only),
 //!   bearer keys mapped to tenants, OpenAI-style error bodies.
 //!
+//! [`chaos`] makes it a hostile vendor at the HTTP level instead (`--chaos NAME`), for
+//! the harness's own tests.
+//!
 //! A leak in the sim is never printed on purpose: it happens only when a fault makes
 //! the engine skip a write, so that the model reads what earlier requests left in
 //! the pages.
 
+pub mod chaos;
 mod engine;
 pub mod kv;
 pub mod model;
@@ -29,6 +33,7 @@ pub mod scheduler;
 mod server;
 pub mod tokenizer;
 
+pub use chaos::Chaos;
 pub use engine::{Engine, EngineError, Generation};
 pub use prefix::PrefixCacheScope;
 
@@ -163,6 +168,8 @@ pub struct SimConfig {
     /// A model too weak for the suite's recall checks: it neither answers questions
     /// nor repeats its prompt (not a fault: small real models behave so).
     pub weak_model: bool,
+    /// Hostile behaviour at the HTTP level, for chat completions.
+    pub chaos: Option<Chaos>,
 }
 
 impl SimConfig {
@@ -186,6 +193,7 @@ impl SimConfig {
             decode_step: DEFAULT_DECODE_STEP,
             batch: DEFAULT_BATCH,
             weak_model: false,
+            chaos: None,
         }
     }
 
@@ -234,14 +242,20 @@ impl SimServer {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel();
+        let slow = config.chaos == Some(Chaos::SlowHeaders);
         let app = server::router(config);
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await
-        });
+        let stop = async {
+            let _ = rx.await;
+        };
+        let task = if slow {
+            tokio::spawn(async move {
+                axum::serve(chaos::SlowListener(listener), app)
+                    .with_graceful_shutdown(stop)
+                    .await
+            })
+        } else {
+            tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stop).await })
+        };
         Ok(SimServer {
             addr,
             shutdown: Some(tx),

@@ -36,6 +36,7 @@ struct Sim {
 }
 
 pub(super) fn router(config: SimConfig) -> Router {
+    let chaos = config.chaos;
     let sim = Sim {
         stored: Default::default(),
         engine: Engine::new(&config),
@@ -50,7 +51,7 @@ pub(super) fn router(config: SimConfig) -> Router {
             .map(|(label, key)| (key.expose().to_owned(), label))
             .collect(),
     };
-    Router::new()
+    let router = Router::new()
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/responses", post(create_response))
@@ -65,7 +66,14 @@ pub(super) fn router(config: SimConfig) -> Router {
         })
         // Prompts of a million tokens are several megabytes of JSON.
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(Arc::new(sim))
+        .with_state(Arc::new(sim));
+    match chaos {
+        Some(chaos) => router.layer(axum::middleware::from_fn_with_state(
+            super::chaos::ChaosState::new(chaos),
+            super::chaos::layer,
+        )),
+        None => router,
+    }
 }
 
 fn error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response {

@@ -1,0 +1,481 @@
+//! [`Chaos`]: hostile and broken vendor behaviour at the HTTP level
+//! (`tenantcheck sim --chaos NAME`), for the harness's own tests: whatever a vendor
+//! sends, a run must end within the profile's limits, with honest verdicts, bounded
+//! memory and its evidence kept.
+//!
+//! Chaos applies to `POST /v1/chat/completions` only, so the credential check before
+//! the first case (`GET /v1/models`) passes and the cases meet the behaviour. Large
+//! bodies are generated as they are sent; the sim holds none of them in memory.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A hostile behaviour of the reference vendor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[non_exhaustive]
+pub enum Chaos {
+    /// Accepts the request and never answers.
+    NoResponse,
+    /// Answers 200 with an event stream that never ends (a content frame every
+    /// millisecond).
+    EndlessStream,
+    /// Answers 200 with an event stream that sends two content frames, then nothing,
+    /// with the connection left open.
+    StalledStream,
+    /// Answers 200 with a JSON body of 1 GiB (one long content string), sent as fast
+    /// as the client reads.
+    HugeBody,
+    /// Answers 200 `application/json` with a body cut off in the middle of its JSON.
+    MalformedJson,
+    /// Answers 200 `text/event-stream` with bad lines, a line without `data:`, data
+    /// that is not JSON, and binary bytes, then `[DONE]`.
+    MalformedSse,
+    /// Sends three content frames of a stream, then drops the connection without
+    /// ending the chunked body.
+    ResetMidStream,
+    /// Answers every request 429 with `Retry-After: 1`.
+    RateLimited,
+    /// Answers two requests out of every three 503 (no `Retry-After`); the third is
+    /// served as usual.
+    UnavailableBursts,
+    /// Serves the usual answer labelled `text/html`.
+    WrongContentType,
+    /// Answers 200 with `Content-Encoding: gzip` and a body that inflates to 1 GiB of
+    /// zeros (about 6.5 MB compressed).
+    GzipBomb,
+    /// Writes the headers of every answer to a chat completion one byte at a time,
+    /// 50 ms apart (about 6 s for a chat completion's headers).
+    SlowHeaders,
+}
+
+impl Chaos {
+    /// Every mode, in documentation order.
+    pub const ALL: &[Chaos] = &[
+        Chaos::NoResponse,
+        Chaos::EndlessStream,
+        Chaos::StalledStream,
+        Chaos::HugeBody,
+        Chaos::MalformedJson,
+        Chaos::MalformedSse,
+        Chaos::ResetMidStream,
+        Chaos::RateLimited,
+        Chaos::UnavailableBursts,
+        Chaos::WrongContentType,
+        Chaos::GzipBomb,
+        Chaos::SlowHeaders,
+    ];
+}
+
+/// The size of the `huge-body` answer and of the `gzip-bomb`'s inflated body.
+pub const GIB: u64 = 1 << 30;
+
+/// The delay between two bytes of headers under `slow-headers`.
+pub const SLOW_HEADER_BYTE: Duration = Duration::from_millis(50);
+
+/// What the chaos layer keeps between requests.
+pub(super) struct ChaosState {
+    chaos: Chaos,
+    requests: AtomicU64,
+    bomb: std::sync::OnceLock<Bytes>,
+}
+
+impl ChaosState {
+    pub(super) fn new(chaos: Chaos) -> Arc<Self> {
+        Arc::new(ChaosState {
+            chaos,
+            requests: AtomicU64::new(0),
+            bomb: std::sync::OnceLock::new(),
+        })
+    }
+}
+
+/// The axum middleware: chat completions meet the chaos, everything else passes.
+pub(super) async fn layer(State(state): State<Arc<ChaosState>>, request: Request, next: Next) -> Response {
+    if request.uri().path() != "/v1/chat/completions" {
+        return next.run(request).await;
+    }
+    let n = state.requests.fetch_add(1, Ordering::Relaxed);
+    match state.chaos {
+        Chaos::NoResponse => std::future::pending().await,
+        Chaos::EndlessStream => {
+            let frames = futures_util::stream::unfold(0u64, |i| async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                Some((Ok::<_, std::io::Error>(Bytes::from(content_frame(i))), i + 1))
+            });
+            stream_response(Body::from_stream(frames))
+        }
+        Chaos::StalledStream => {
+            let frames = futures_util::stream::unfold(0u64, |i| async move {
+                if i >= 2 {
+                    std::future::pending::<()>().await;
+                }
+                Some((Ok::<_, std::io::Error>(Bytes::from(content_frame(i))), i + 1))
+            });
+            stream_response(Body::from_stream(frames))
+        }
+        Chaos::HugeBody => {
+            let head = r#"{"id":"chatcmpl-huge","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":""#;
+            let tail = r#""},"finish_reason":"stop"}]}"#;
+            let filler = GIB - (head.len() + tail.len()) as u64;
+            const CHUNK: u64 = 64 << 10;
+            let block = Bytes::from(vec![b'a'; CHUNK as usize]);
+            let chunks = futures_util::stream::iter(
+                std::iter::once(Bytes::from_static(head.as_bytes()))
+                    .chain((0..filler / CHUNK).map(move |_| block.clone()))
+                    .chain(std::iter::once(Bytes::from(vec![b'a'; (filler % CHUNK) as usize])))
+                    .chain(std::iter::once(Bytes::from_static(tail.as_bytes())))
+                    .map(Ok::<_, std::io::Error>),
+            );
+            let mut r = Response::new(Body::from_stream(chunks));
+            let headers = r.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(GIB));
+            r
+        }
+        Chaos::MalformedJson => (
+            [(header::CONTENT_TYPE, "application/json")],
+            r#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hel"#,
+        )
+            .into_response(),
+        Chaos::MalformedSse => {
+            let mut body = Vec::new();
+            body.extend_from_slice(content_frame(0).as_bytes());
+            body.extend_from_slice(b"this line has no field\n\n");
+            body.extend_from_slice(b"{\"choices\":[{\"delta\":{\"content\":\"no data field\"}}]}\n\n");
+            body.extend_from_slice(b"data: {\"choices\": [{\"delta\": \n\n");
+            body.extend_from_slice(b"data: \xff\xfe\x00\x01\x80binary\n\n");
+            body.extend_from_slice(b"data: [DONE]\n\n");
+            stream_response(Body::from(body))
+        }
+        Chaos::ResetMidStream => {
+            let frames = futures_util::stream::unfold(0u64, |i| async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let item = if i < 3 {
+                    Ok(Bytes::from(content_frame(i)))
+                } else {
+                    // An error from the body makes the server abort the connection.
+                    Err(std::io::Error::other("chaos: connection dropped mid-stream"))
+                };
+                (i <= 3).then_some((item, i + 1))
+            });
+            stream_response(Body::from_stream(frames))
+        }
+        Chaos::RateLimited => {
+            let mut r = openai_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_exceeded",
+                "Rate limit reached for requests. Please try again in 1s.",
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
+        Chaos::UnavailableBursts if n % 3 != 2 => openai_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "The engine is currently overloaded, please try again later.",
+        ),
+        Chaos::UnavailableBursts | Chaos::SlowHeaders => next.run(request).await,
+        Chaos::WrongContentType => {
+            let mut r = next.run(request).await;
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+            r
+        }
+        Chaos::GzipBomb => {
+            let bomb = state.bomb.get_or_init(|| Bytes::from(gzip_bomb(GIB))).clone();
+            let mut r = Response::new(Body::from(bomb));
+            let headers = r.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            r
+        }
+    }
+}
+
+fn content_frame(i: u64) -> String {
+    let chunk = json!({
+        "id": "chatcmpl-chaos", "object": "chat.completion.chunk",
+        "choices": [{ "index": 0, "delta": { "content": format!("word{i} ") }, "finish_reason": null }],
+    });
+    format!("data: {chunk}\n\n")
+}
+
+fn stream_response(body: Body) -> Response {
+    let mut r = Response::new(body);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    r
+}
+
+fn openai_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = json!({ "error": { "message": message, "type": "server_error", "code": code } });
+    (status, axum::Json(body)).into_response()
+}
+
+/// A gzip member whose deflate data inflates to `size` zero bytes: one fixed-Huffman
+/// block of a literal zero followed by matches of length 258 at distance 1 (13 bits
+/// for every 258 bytes), with the true CRC-32 and length in its trailer.
+pub fn gzip_bomb(size: u64) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    let mut bits = BitWriter::new(&mut out);
+    bits.lsb_first(1, 1); // BFINAL
+    bits.lsb_first(1, 2); // BTYPE 01: fixed Huffman codes
+    let literal_zero = |bits: &mut BitWriter<'_>| bits.huffman(0b0011_0000, 8);
+    let mut left = size;
+    if left > 0 {
+        literal_zero(&mut bits);
+        left -= 1;
+    }
+    while left >= 258 {
+        bits.huffman(0b1100_0101, 8); // length symbol 285: 258
+        bits.huffman(0, 5); // distance code 0: 1
+        left -= 258;
+    }
+    for _ in 0..left {
+        literal_zero(&mut bits);
+    }
+    bits.huffman(0, 7); // end of block (symbol 256)
+    bits.flush();
+    out.extend_from_slice(&crc32_of_zeros(size).to_le_bytes());
+    out.extend_from_slice(&(size as u32).to_le_bytes());
+    out
+}
+
+/// Deflate's bit order: fields least significant bit first, Huffman codes most
+/// significant bit first, packed from each byte's low bit.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl<'a> BitWriter<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        BitWriter { out, acc: 0, n: 0 }
+    }
+
+    fn lsb_first(&mut self, value: u64, len: u32) {
+        self.acc |= value << self.n;
+        self.n += len;
+        while self.n >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n -= 8;
+        }
+    }
+
+    fn huffman(&mut self, code: u64, len: u32) {
+        let reversed = code.reverse_bits() >> (64 - len);
+        self.lsb_first(reversed, len);
+    }
+
+    fn flush(&mut self) {
+        if self.n > 0 {
+            self.out.push(self.acc as u8);
+            self.acc = 0;
+            self.n = 0;
+        }
+    }
+}
+
+/// The CRC-32 (gzip's) of `len` zero bytes, by squaring the zero-byte operator
+/// (zlib's `crc32_combine` method): a few microseconds for a gibibyte.
+fn crc32_of_zeros(len: u64) -> u32 {
+    fn times(mat: &[u32; 32], mut vec: u32) -> u32 {
+        let mut sum = 0;
+        let mut i = 0;
+        while vec != 0 {
+            if vec & 1 != 0 {
+                sum ^= mat[i];
+            }
+            vec >>= 1;
+            i += 1;
+        }
+        sum
+    }
+    fn square(mat: &[u32; 32]) -> [u32; 32] {
+        std::array::from_fn(|n| times(mat, mat[n]))
+    }
+    // The operator for one zero bit, then two, four, eight (one byte).
+    let mut op = [0u32; 32];
+    op[0] = 0xedb8_8320;
+    for (n, row) in op.iter_mut().enumerate().skip(1) {
+        *row = 1 << (n - 1);
+    }
+    let mut op = square(&square(&square(&op)));
+    let mut crc = 0xffff_ffffu32;
+    let mut n = len;
+    while n > 0 {
+        if n & 1 != 0 {
+            crc = times(&op, crc);
+        }
+        op = square(&op);
+        n >>= 1;
+    }
+    !crc
+}
+
+/// A TCP stream that, under `slow-headers`, writes the headers of each answer to a
+/// chat completion one byte at a time, [`SLOW_HEADER_BYTE`] apart. The first bytes of
+/// each request read on the connection say which answer is next.
+pub(super) struct SlowHeaders<S> {
+    inner: S,
+    /// The start of the request being read, until it is long enough to judge.
+    request: Vec<u8>,
+    /// Whether the next request's start is still being read.
+    reading_request: bool,
+    /// Whether the answer's headers are being written, and slowly.
+    in_headers: bool,
+    slow: bool,
+    /// How many bytes of `\r\n\r\n` the headers written so far end with.
+    end: usize,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+const CHAT_REQUEST_LINE: &[u8] = b"POST /v1/chat/completions ";
+
+impl<S> SlowHeaders<S> {
+    pub(super) fn new(inner: S) -> Self {
+        SlowHeaders {
+            inner,
+            request: Vec::new(),
+            reading_request: true,
+            in_headers: false,
+            slow: false,
+            end: 0,
+            sleep: None,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for SlowHeaders<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        if self.reading_request {
+            let read = &buf.filled()[before..];
+            let want = CHAT_REQUEST_LINE.len() - self.request.len();
+            let take = read.len().min(want);
+            let this = &mut *self;
+            this.request.extend_from_slice(&read[..take]);
+            if this.request.len() == CHAT_REQUEST_LINE.len() || read.is_empty() {
+                this.slow = this.request == CHAT_REQUEST_LINE;
+                this.reading_request = false;
+                this.in_headers = true;
+                this.end = 0;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for SlowHeaders<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        if !self.in_headers || buf.is_empty() {
+            return Pin::new(&mut self.inner).poll_write(cx, buf);
+        }
+        if let Some(sleep) = self.sleep.as_mut() {
+            ready!(sleep.as_mut().poll(cx));
+            self.sleep = None;
+        }
+        let take = if self.slow { 1 } else { buf.len() };
+        let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &buf[..take]))?;
+        if self.slow {
+            ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
+        }
+        for &b in &buf[..n] {
+            self.end = if b == b"\r\n\r\n"[self.end] {
+                self.end + 1
+            } else {
+                usize::from(b == b'\r')
+            };
+            if self.end == 4 {
+                // The headers are out; the next bytes read start the next request.
+                self.in_headers = false;
+                self.reading_request = true;
+                self.request.clear();
+                break;
+            }
+        }
+        if self.in_headers && self.slow {
+            self.sleep = Some(Box::pin(tokio::time::sleep(SLOW_HEADER_BYTE)));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A listener whose connections are [`SlowHeaders`].
+pub(super) struct SlowListener(pub tokio::net::TcpListener);
+
+impl axum::serve::Listener for SlowListener {
+    type Io = SlowHeaders<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.0.accept().await {
+                Ok((stream, addr)) => return (SlowHeaders::new(stream), addr),
+                // As axum's own listener does: a failed accept (out of descriptors) is
+                // retried after a pause.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.0.local_addr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = 0xffff_ffffu32;
+        for &b in data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn the_crc_of_zeros_is_the_crc_of_zeros() {
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926, "the reference CRC is right");
+        for len in [0usize, 1, 2, 7, 258, 1000, 65_537] {
+            assert_eq!(crc32_of_zeros(len as u64), crc32(&vec![0; len]), "{len}");
+        }
+    }
+
+    #[test]
+    fn the_bomb_is_small() {
+        let bomb = gzip_bomb(GIB);
+        assert!(bomb.len() < 7_000_000, "{}", bomb.len());
+        assert_eq!(&bomb[bomb.len() - 4..], &(GIB as u32).to_le_bytes());
+    }
+}
