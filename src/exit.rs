@@ -8,6 +8,7 @@
 //! | 1 | [`FAILED`] | at least one case failed |
 //! | 2 | [`SETUP_ERROR`] | usage, profile, suite or harness error: nothing was judged |
 //! | 3 | [`INCONCLUSIVE`] | none failed, but at least one was inconclusive |
+//! | 130 | [`INTERRUPTED`] | interrupted (SIGINT, SIGTERM) before every case finished, none failed: the report is marked incomplete; `run --resume DIR` continues it |
 //!
 //! `tenantcheck verify` exits [`SUCCESS`] when every check holds, [`FAILED`] when one
 //! does not, and [`SETUP_ERROR`] when its inputs cannot be read. The other commands exit
@@ -21,3 +22,7 @@ pub const FAILED: u8 = 1;
 pub const SETUP_ERROR: u8 = 2;
 /// No case failed, but at least one could not reach its condition.
 pub const INCONCLUSIVE: u8 = 3;
+/// The run was interrupted (SIGINT or SIGTERM) before every case finished and none
+/// failed; its report is marked incomplete (128 + SIGINT's number, as shells report an
+/// interrupted command).
+pub const INTERRUPTED: u8 = 130;

@@ -19,8 +19,8 @@ use crate::exit;
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
 use crate::report::key::{self, KeyError};
 use crate::report::{
-    CaseReport, ENVELOPE_FILE, HTML_FILE, JUNIT_FILE, MARKDOWN_FILE, Report, RunSecretRecord, SuiteFile, SuiteRecord,
-    TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
+    CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, Report, RunSecretRecord, SuiteFile,
+    SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
 };
 use crate::session::Session;
 use crate::sim::{SimConfig, SimServer};
@@ -56,6 +56,9 @@ pub struct RunOptions {
     pub budget: crate::session::Budget,
     /// Requests in flight at once, at most; `None`: the profile's `max_concurrency`.
     pub max_concurrency: Option<u32>,
+    /// An interrupted run's folder to continue: its unfinished cases run again, into
+    /// the same transcript, and its report is replaced by one covering the whole run.
+    pub resume: Option<PathBuf>,
     /// libtest-mimic's arguments (filter, `--list`, `--exact`, `--skip`, …).
     pub trials: Arguments,
 }
@@ -140,12 +143,20 @@ pub struct RunResult {
 
 /// Runs the suite; writes the harness's own lines (after libtest-mimic's) to `out`.
 pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessError> {
+    let resumed = opts
+        .resume
+        .as_deref()
+        .map(|dir| Resumed::load(dir, &opts))
+        .transpose()?;
     let Inputs {
         suite,
         mut profile,
         vendor_source,
         profile_sha256,
-    } = Inputs::load(&opts)?;
+    } = match &resumed {
+        Some(r) => r.inputs(&opts)?,
+        None => Inputs::load(&opts)?,
+    };
     if opts.trials.list {
         let trials = suite
             .cases
@@ -161,46 +172,89 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
 
     crate::install_crypto_provider();
     let runtime = new_runtime()?;
-    let (tenants, sim) = match &opts.vendor {
-        Some(path) => (
-            profile.resolve_credentials(path, |name| std::env::var(name).ok())?,
+    // Signals are caught from here on: the first stops sending and ends the run with an
+    // incomplete report, the second ends the process at once.
+    let stop = watch_signals(&runtime);
+    let origin = PathBuf::from(match vendor_source.as_str() {
+        "embedded" => "<embedded vendors/sim.toml>",
+        path => path,
+    });
+    let (tenants, sim) = if vendor_source == "embedded" {
+        let (tenants, sim) = start_sim(&runtime, &mut profile)?;
+        (tenants, Some(sim))
+    } else {
+        (
+            profile.resolve_credentials(&origin, |name| std::env::var(name).ok())?,
             None,
-        ),
-        None => {
-            let (tenants, sim) = start_sim(&runtime, &mut profile)?;
-            (tenants, Some(sim))
-        }
+        )
     };
     let redactor = Redactor::new(tenants.iter().map(|t| &t.secret));
 
-    let run_dir = prepare_run_dir(opts.out.as_deref())?;
-    let (signing_key, fresh_key) = match &opts.key {
-        Some(path) => (key::read_private(path)?, false),
-        None => (key::write_new_pair(&run_dir)?.0, true),
+    let run_dir = match &resumed {
+        Some(r) => r.dir.clone(),
+        None => prepare_run_dir(opts.out.as_deref())?,
+    };
+    let own_key = run_dir.join(key::PRIVATE_KEY_FILE);
+    let (signing_key, fresh_key) = match (&opts.key, &resumed) {
+        (Some(path), _) => (key::read_private(path)?, false),
+        // A resumed run signs with the pair its first part wrote.
+        (None, Some(_)) if own_key.exists() => (key::read_private(&own_key)?, true),
+        (None, Some(r)) => {
+            return Err(HarnessError::RunDir {
+                path: r.dir.clone(),
+                problem: "its report was signed with your own key: give it again with --key".into(),
+            });
+        }
+        (None, None) => (key::write_new_pair(&run_dir)?.0, true),
     };
     let public_path = run_dir.join(key::PUBLIC_KEY_FILE);
-    if !fresh_key {
+    if let Some(r) = &resumed {
+        if r.public != signing_key.verifying_key() {
+            return Err(HarnessError::RunDir {
+                path: r.dir.clone(),
+                problem: "--key is not the key that signed its report: sign the whole run with one key".into(),
+            });
+        }
+    } else if !fresh_key {
         key::write_public(&run_dir, &signing_key.verifying_key())?;
     }
 
-    let seed: [u8; 32] = crate::random_bytes();
-    let challenge_hex = opts.challenge.as_deref().map(crate::hex);
-    let secret = RunSecret::derive(&seed, opts.challenge.as_deref().unwrap_or_default());
-    let started_at = crate::now_rfc3339();
+    let (seed_hex, challenge_hex, secret) = match &resumed {
+        Some(r) => {
+            let rs = &r.report.run_secret;
+            let secret = RunSecret::from_hex(&rs.revealed).expect("a verified report's secret is hex");
+            (rs.seed.clone(), rs.challenge.clone(), secret)
+        }
+        None => {
+            let seed: [u8; 32] = crate::random_bytes();
+            let secret = RunSecret::derive(&seed, opts.challenge.as_deref().unwrap_or_default());
+            (crate::hex(&seed), opts.challenge.as_deref().map(crate::hex), secret)
+        }
+    };
+    let started_at = match &resumed {
+        Some(r) => r.report.started_at.clone(),
+        None => crate::now_rfc3339(),
+    };
     let transcript_path = run_dir.join(TRANSCRIPT_FILE);
     let commitment = secret.commitment();
-    let header = Header {
-        tool: "tenantcheck",
-        version: crate::TOOL_VERSION,
-        vendor: &profile.name,
-        secret_commitment: &commitment,
-        challenge: challenge_hex.as_deref(),
-    };
-    let transcript =
-        Transcript::create(&transcript_path, redactor.clone(), &header).map_err(|source| HarnessError::Write {
-            path: transcript_path.clone(),
-            source,
-        })?;
+    let transcript = match &resumed {
+        Some(r) => Transcript::resume(&transcript_path, redactor.clone(), &r.unfinished),
+        None => Transcript::create(
+            &transcript_path,
+            redactor.clone(),
+            &Header {
+                tool: "tenantcheck",
+                version: crate::TOOL_VERSION,
+                vendor: &profile.name,
+                secret_commitment: &commitment,
+                challenge: challenge_hex.as_deref(),
+            },
+        ),
+    }
+    .map_err(|source| HarnessError::Write {
+        path: transcript_path.clone(),
+        source,
+    })?;
     let transcript = Arc::new(transcript);
     let provider = profile
         .adapter
@@ -214,21 +268,26 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let session = Arc::new(
         Session::new(profile.clone(), provider, tenants, transcript.clone(), secret.clone())
             .with_progress(progress)
-            .with_budget(opts.budget),
+            .with_budget(opts.budget)
+            .with_stop(stop),
     );
-    let origin = opts
-        .vendor
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("<embedded vendors/sim.toml>"));
+    if let Some(r) = &resumed {
+        r.rescan(&session, &transcript_path)?;
+    }
     runtime.block_on(preflight(&session, &origin))?;
+
+    // Cases the interruption did not let finish (not started, or cut short).
+    let unfinished: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
 
     let results: Arc<Mutex<BTreeMap<String, Outcome>>> = Arc::default();
     let trials: Vec<Trial> = suite
         .cases
         .iter()
+        .filter(|c| resumed.as_ref().is_none_or(|r| r.unfinished.contains(&c.id)))
         .map(|case| {
             let case = case.clone();
             let session = session.clone();
+            let unfinished = unfinished.clone();
             let handle = runtime.handle().clone();
             let results = results.clone();
             let redactor = redactor.clone();
@@ -236,6 +295,16 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             let kind = case.threat.to_string();
             Trial::test(case.id.clone(), move || {
                 let id = case.id.clone();
+                if let Some(signal) = session.interrupted() {
+                    unfinished.lock().expect("lock poisoned").insert(id.clone());
+                    let summary = format!("not run: the run was interrupted by {signal}");
+                    results
+                        .lock()
+                        .expect("results lock poisoned")
+                        .insert(id, Outcome::inconclusive(summary.clone()));
+                    return Err(Failed::from(format!("inconclusive: {summary}")));
+                }
+                let probe_session = session.clone();
                 // The probe runs as a task on the runtime's workers, beside the
                 // connections it uses, not on this trial thread: every request would
                 // otherwise cross threads twice (about 40% more CPU per request, see
@@ -243,7 +312,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                 let task = handle.spawn(async move {
                     let ctx = crate::probe::Context {
                         case_id: &case.id,
-                        session: &session,
+                        session: &probe_session,
                         advisories: &advisories,
                     };
                     crate::probe::run(&case.probe, ctx).await
@@ -255,6 +324,11 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                         Err(e) => tool_bug(&(Box::new(e.to_string()) as Box<dyn std::any::Any + Send>)),
                     },
                 };
+                if session.interrupted().is_some() {
+                    // Cut short, or at least not known to have finished before the
+                    // signal: a resumed run runs it again.
+                    unfinished.lock().expect("lock poisoned").insert(id.clone());
+                }
                 let verdict = outcome.verdict;
                 let summary = redactor.redact(&outcome.summary).into_owned();
                 results.lock().expect("results lock poisoned").insert(id, outcome);
@@ -278,6 +352,16 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     }
 
     let mut results = std::mem::take(&mut *results.lock().expect("results lock poisoned"));
+    let mut earlier: BTreeMap<String, Outcome> = resumed
+        .as_ref()
+        .map(|r| {
+            r.report
+                .cases
+                .iter()
+                .map(|c| (c.id.clone(), c.outcome.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
     let cases = suite
         .cases
         .iter()
@@ -290,9 +374,25 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             params: serde_json::to_value(&c.probe).expect("specs serialise")["params"].take(),
             outcome: results
                 .remove(&c.id)
+                .or_else(|| earlier.remove(&c.id))
                 .unwrap_or_else(|| Outcome::skipped("not selected by the filter")),
         })
         .collect();
+    let unfinished: Vec<String> = std::mem::take(&mut *unfinished.lock().expect("lock poisoned"))
+        .into_iter()
+        .collect();
+    let interrupted = session.interrupted().map(|signal| Interruption {
+        signal: signal.to_owned(),
+        stopped_at: crate::now_rfc3339(),
+        unfinished,
+    });
+    let mut resumed_at = resumed
+        .as_ref()
+        .map(|r| r.report.resumed_at.clone())
+        .unwrap_or_default();
+    if let Some(r) = &resumed {
+        resumed_at.push(r.at.clone());
+    }
     let mut report = Report {
         format_version: crate::report::FORMAT_VERSION,
         tool: ToolInfo {
@@ -328,7 +428,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         run_secret: RunSecretRecord {
             commitment,
             revealed: secret.to_hex(),
-            seed: crate::hex(&seed),
+            seed: seed_hex,
             challenge: challenge_hex.clone(),
         },
         transcript: TranscriptRecord {
@@ -337,6 +437,8 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         },
         canaries: session.issued(),
         cases,
+        interrupted,
+        resumed_at,
     };
     report.tally();
     let report = redact_report(&report, &redactor);
@@ -370,13 +472,14 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         &run_dir,
         &envelope_path,
         &public_path,
-        fresh_key,
+        fresh_key && resumed.is_none(),
         session.spent(),
     );
-    let exit_code = match report.verdict {
-        Verdict::Fail => exit::FAILED,
-        Verdict::Inconclusive => exit::INCONCLUSIVE,
-        Verdict::Pass | Verdict::Skipped => exit::SUCCESS,
+    let exit_code = match (report.verdict, &report.interrupted) {
+        (Verdict::Fail, _) => exit::FAILED,
+        (_, Some(_)) => exit::INTERRUPTED,
+        (Verdict::Inconclusive, None) => exit::INCONCLUSIVE,
+        (Verdict::Pass | Verdict::Skipped, None) => exit::SUCCESS,
     };
     Ok(RunResult {
         exit_code,
@@ -421,6 +524,144 @@ impl Inputs {
             profile_sha256,
         })
     }
+}
+
+/// An interrupted run being continued (`run --resume DIR`).
+struct Resumed {
+    dir: PathBuf,
+    /// Its report, verified with its transcript and the folder's public key.
+    report: Report,
+    public: ed25519_dalek::VerifyingKey,
+    /// The cases to run again.
+    unfinished: Vec<String>,
+    /// When it was resumed.
+    at: String,
+}
+
+impl Resumed {
+    fn load(dir: &Path, opts: &RunOptions) -> Result<Resumed, HarnessError> {
+        let problem = |problem: String| HarnessError::RunDir {
+            path: dir.to_owned(),
+            problem,
+        };
+        if opts.trials.filter.is_some() || !opts.trials.skip.is_empty() {
+            return Err(problem(
+                "--resume runs exactly the cases the interruption left unfinished: leave out the filter and --skip"
+                    .into(),
+            ));
+        }
+        let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| problem(format!("cannot read {name}: {e}")));
+        let envelope = read(ENVELOPE_FILE)?;
+        let transcript = read(TRANSCRIPT_FILE)?;
+        let public = key::read_public(&dir.join(key::PUBLIC_KEY_FILE))?;
+        let verified = crate::report::verify(&envelope, &public, Some(&transcript), None, |_| {})
+            .map_err(|e| problem(format!("its report does not verify, so it cannot be continued: {e}")))?;
+        let report = verified.report().clone();
+        let Some(interrupted) = &report.interrupted else {
+            return Err(problem(
+                "its run was not interrupted: there is nothing to resume".into(),
+            ));
+        };
+        Ok(Resumed {
+            dir: dir.to_owned(),
+            unfinished: interrupted.unfinished.clone(),
+            report,
+            public,
+            at: crate::now_rfc3339(),
+        })
+    }
+
+    /// The suite (which must be the one that ran) and the profile as the report
+    /// recorded them.
+    fn inputs(&self, opts: &RunOptions) -> Result<Inputs, HarnessError> {
+        let suite = match &opts.suite {
+            Some(dir) => Suite::load_dir(dir)?,
+            None => Suite::builtin(),
+        };
+        if suite.digest != self.report.suite.digest {
+            return Err(HarnessError::RunDir {
+                path: self.dir.clone(),
+                problem: format!(
+                    "its run used suite {}, this is suite {}: resume with the suite it ran (--suite)",
+                    self.report.suite.digest, suite.digest
+                ),
+            });
+        }
+        let mut profile = self.report.vendor.profile.clone();
+        if let Some(n) = opts.max_concurrency {
+            profile.max_concurrency = profile.max_concurrency.min(n.max(1));
+        }
+        if opts.budget.usd.is_some() && profile.prices.is_none() {
+            return Err(HarnessError::BudgetWithoutPrices);
+        }
+        Ok(Inputs {
+            suite,
+            profile,
+            vendor_source: self.report.vendor.source.clone(),
+            profile_sha256: self.report.vendor.profile_sha256.clone(),
+        })
+    }
+
+    /// Registers every canary the first part issued and scans its answers to the
+    /// unfinished cases for them, so that a leak in a case cut short still fails it
+    /// when it runs again.
+    fn rescan(&self, session: &Session, transcript: &Path) -> Result<(), HarnessError> {
+        session.preload(&self.report.canaries);
+        let bytes = std::fs::read(transcript).map_err(|source| HarnessError::Write {
+            path: transcript.to_owned(),
+            source,
+        })?;
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let case = v["case"].as_str().unwrap_or_default();
+            if v["kind"] != "exchange" || !self.unfinished.iter().any(|c| c == case) {
+                continue;
+            }
+            if let Ok(ex) = serde_json::from_value::<crate::adapter::Exchange>(v["exchange"].clone()) {
+                let tenant = v["tenant"].as_str().unwrap_or_default();
+                session.rescan(case, tenant, v["seq"].as_u64().unwrap_or_default(), &ex);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Catches SIGINT and SIGTERM: the first sets the returned flag to the signal's name
+/// (the session sends nothing more, the run writes an incomplete report), the second
+/// ends the process at once with [`exit::INTERRUPTED`].
+fn watch_signals(runtime: &tokio::runtime::Runtime) -> tokio::sync::watch::Receiver<Option<&'static str>> {
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        // Registered before this returns, so that no signal from here on kills the run.
+        let signals = runtime.block_on(async { (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) });
+        if let (Ok(mut int), Ok(mut term)) = signals {
+            runtime.spawn(async move {
+                let name = tokio::select! {
+                    _ = int.recv() => "SIGINT",
+                    _ = term.recv() => "SIGTERM",
+                };
+                let _ = tx.send(Some(name));
+                eprintln!(
+                    "\n{name}: sending stops; requests in flight get {} s; an incomplete signed report follows ({name} again ends at once)",
+                    crate::session::IN_FLIGHT_GRACE.as_secs()
+                );
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+                std::process::exit(i32::from(exit::INTERRUPTED));
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (runtime, tx);
+    }
+    rx
 }
 
 /// The multi-threaded runtime every request runs on.
@@ -612,5 +853,16 @@ fn print_summary(
         "sent:       {} requests, {} prompt tokens (estimated), {} completion tokens at most, up to ${:.4} at the profile's prices",
         spent.requests, spent.prompt_tokens, spent.completion_tokens, spent.usd
     )?;
-    writeln!(out, "verdict:    {} ({})", report.verdict.label(), report.totals)
+    writeln!(out, "verdict:    {} ({})", report.verdict.label(), report.totals)?;
+    if let Some(i) = &report.interrupted {
+        writeln!(
+            out,
+            "interrupted by {}: {} cases unfinished ({}); the report is marked incomplete; continue with: tenantcheck run --resume {}",
+            i.signal,
+            i.unfinished.len(),
+            i.unfinished.join(", "),
+            run_dir.display()
+        )?;
+    }
+    Ok(())
 }

@@ -127,6 +127,10 @@ struct RunArgs {
     /// reference vendor on 127.0.0.1 instead, and no credential is needed.
     #[arg(long, conflicts_with_all = ["out", "key", "challenge"])]
     plan: bool,
+    /// Continue the interrupted run in DIR: its unfinished cases run again, into the
+    /// same transcript, and its report is replaced by one covering the whole run.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["vendor", "out", "challenge", "plan"])]
+    resume: Option<PathBuf>,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }
@@ -278,6 +282,7 @@ fn run(args: RunArgs) -> u8 {
             usd: args.budget_usd,
         },
         max_concurrency: args.max_concurrency,
+        resume: args.resume,
         trials: args.trials,
     };
     let result = if args.plan {

@@ -147,6 +147,14 @@ impl Outcome {
             timing: Vec::new(),
         }
     }
+
+    /// An inconclusive outcome with nothing exercised.
+    pub fn inconclusive(reason: impl Into<String>) -> Self {
+        Outcome {
+            verdict: Verdict::Inconclusive,
+            ..Outcome::skipped(reason)
+        }
+    }
 }
 
 /// What a case exercised.

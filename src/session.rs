@@ -21,6 +21,9 @@ const RETRIES: u32 = 2;
 /// recorded as it is.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
+/// How long a request in flight may still take once the run is interrupted.
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(5);
+
 /// How long to wait before trying `ex` again, when trying again is safe: a 429 or a
 /// 503 (the vendor's `Retry-After` in seconds, else 0.5 s doubled per attempt), or a
 /// request that got no answer because the connection failed or was closed before any
@@ -48,6 +51,20 @@ fn retry_after(ex: &Exchange, attempt: u32) -> Option<Duration> {
     }
 }
 
+/// The exchange of a request abandoned because the run was interrupted by `signal`.
+fn interrupted(signal: &'static str) -> Exchange {
+    Exchange {
+        transport_error: Some(crate::adapter::TransportError {
+            kind: crate::adapter::TransportErrorKind::Interrupted,
+            message: format!(
+                "the run was interrupted by {signal}; the request was abandoned {} s later, unanswered (what was sent is not recorded)",
+                IN_FLIGHT_GRACE.as_secs()
+            ),
+        }),
+        ..Exchange::default()
+    }
+}
+
 /// A run's connection to a vendor.
 pub struct Session {
     profile: VendorProfile,
@@ -60,6 +77,12 @@ pub struct Session {
     progress: bool,
     budget: Budget,
     spent: std::sync::Mutex<Spent>,
+    /// Every other tenant's canary found in any answer, by case: the net under every
+    /// probe (see [`crate::probe::run`]).
+    leaks: std::sync::Mutex<Vec<(String, crate::outcome::LeakEvidence)>>,
+    /// Set to the signal's name when the run is interrupted: no request is sent after
+    /// it, and requests in flight are abandoned.
+    stop: tokio::sync::watch::Receiver<Option<&'static str>>,
 }
 
 /// The most a run may send; `None`: no limit. Checked before every request, with the
@@ -98,6 +121,18 @@ struct Registry {
     seeded_in: std::collections::HashMap<String, u64>,
     /// Issued canaries no request has carried yet (indices into `issued`).
     pending: Vec<usize>,
+    /// Canary id → its index in `issued`.
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl Registry {
+    fn add(&mut self, c: Canary) -> usize {
+        let i = self.issued.len();
+        self.index.insert(c.id.clone(), i);
+        self.issued.push(c);
+        self.scanner = None;
+        i
+    }
 }
 
 /// An exchange as recorded: its transcript sequence number and the exchange.
@@ -122,6 +157,9 @@ pub enum SessionError {
     /// The next request would go past the run's budget; nothing more is sent.
     #[error("the run's budget is spent: {0}")]
     BudgetSpent(String),
+    /// The run was interrupted by this signal; nothing more is sent.
+    #[error("the run was interrupted by {0}")]
+    Interrupted(&'static str),
 }
 
 impl Session {
@@ -145,7 +183,48 @@ impl Session {
             progress: false,
             budget: Budget::default(),
             spent: Default::default(),
+            leaks: Default::default(),
+            stop: tokio::sync::watch::channel(None).1,
         }
+    }
+
+    /// Stops sending when `stop` holds a signal's name.
+    pub fn with_stop(mut self, stop: tokio::sync::watch::Receiver<Option<&'static str>>) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// The signal that interrupted the run, if one did.
+    pub fn interrupted(&self) -> Option<&'static str> {
+        *self.stop.borrow()
+    }
+
+    /// Every other tenant's canary found in the answers recorded under `case`.
+    pub fn leaks_in(&self, case: &str) -> Vec<crate::outcome::LeakEvidence> {
+        let leaks = self.leaks.lock().expect("leak list poisoned");
+        leaks
+            .iter()
+            .filter(|(c, _)| c == case)
+            .map(|(_, l)| l.clone())
+            .collect()
+    }
+
+    /// Scans exchanges recorded earlier (a resumed run's) as [`Session::record`] scans
+    /// new ones.
+    pub fn rescan(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
+        self.note_leaks(case, tenant, seq, exchange);
+    }
+
+    fn note_leaks(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
+        let hits = self.scan(&exchange.returned_text(), tenant);
+        if hits.is_empty() {
+            return;
+        }
+        let found: Vec<_> = hits
+            .into_iter()
+            .map(|hit| (case.to_owned(), crate::probe::leak(self, hit, tenant, seq)))
+            .collect();
+        self.leaks.lock().expect("leak list poisoned").extend(found);
     }
 
     /// Limits what the session may send.
@@ -206,11 +285,29 @@ impl Session {
     pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
         let c = self.secret.canary(owner, case, index);
         let mut reg = self.canaries.lock().expect("canary registry poisoned");
-        let index = reg.issued.len();
-        reg.issued.push(c.clone());
-        reg.pending.push(index);
-        reg.scanner = None;
+        let i = match reg.index.get(&c.id) {
+            // Issued before (a resumed run's case, run again): seeded anew.
+            Some(&i) => i,
+            None => reg.add(c.clone()),
+        };
+        if !reg.pending.contains(&i) {
+            reg.pending.push(i);
+        }
         c
+    }
+
+    /// Registers the canaries an interrupted run issued, so that every answer of the
+    /// resumed run (and the old answers rescanned) is scanned for them.
+    pub fn preload(&self, issued: &[crate::report::IssuedCanaries]) {
+        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        for i in issued {
+            for n in 0..i.count {
+                let c = self.secret.canary(&i.owner, &i.case, n);
+                if !reg.index.contains_key(&c.id) {
+                    reg.add(c);
+                }
+            }
+        }
     }
 
     /// The transcript line of the first request that carried canary `id`.
@@ -346,19 +443,40 @@ impl Session {
         request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
     ) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
+        if let Some(signal) = self.interrupted() {
+            return Err(SessionError::Interrupted(signal));
+        }
         self.charge(prompt_tokens, max_tokens)?;
         let mut attempt = 0;
         loop {
             let exchange = {
                 let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-                request(self.provider.as_ref(), &key.secret).await
+                let mut stop = self.stop.clone();
+                // Interrupted, a request in flight gets a few seconds to finish, then
+                // is abandoned (recorded without its answer).
+                let abandon = async move {
+                    let stopped = stop.wait_for(Option::is_some).await.is_ok();
+                    if stopped {
+                        tokio::time::sleep(IN_FLIGHT_GRACE).await;
+                    } else {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    exchange = request(self.provider.as_ref(), &key.secret) => exchange,
+                    () = abandon => interrupted(self.interrupted().unwrap_or("a signal")),
+                }
             };
             let wait = retry_after(&exchange, attempt);
             let sent = self.record(case, tenant, exchange)?;
             // Every attempt is in the transcript; a retry is charged like any request,
             // and none is made past the budget.
             match wait {
-                Some(wait) if attempt < RETRIES && self.charge(prompt_tokens, max_tokens).is_ok() => {
+                Some(wait)
+                    if attempt < RETRIES
+                        && self.interrupted().is_none()
+                        && self.charge(prompt_tokens, max_tokens).is_ok() =>
+                {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
@@ -388,6 +506,7 @@ impl Session {
 
     fn record(&self, case: &str, tenant: &str, exchange: Exchange) -> Result<Sent, SessionError> {
         let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
+        self.note_leaks(case, tenant, seq, &exchange);
         if self.progress {
             // One line, rewritten in place: long cases show they are moving. No
             // credential can be in it: labels, numbers and the status only.

@@ -5,7 +5,8 @@
 //! the previous line's bytes without its newline; 64 zeros for the first line), `at`
 //! (RFC 3339 time), and `kind`: `header` for the first line (tool, version, vendor,
 //! the run secret's commitment), `exchange` for each request (case, tenant, the
-//! [`Exchange`]). Every line passes through the run's [`Redactor`] before it is hashed
+//! [`Exchange`]), and `resume` where an interrupted run was continued (`run
+//! --resume`), naming the unfinished cases run again after it. Every line passes through the run's [`Redactor`] before it is hashed
 //! and written, and is written with one `write` call, so an interrupted run keeps every
 //! line it finished and the chain up to it.
 //!
@@ -63,6 +64,9 @@ enum Record<'a> {
         case: &'a str,
         tenant: &'a str,
         exchange: &'a Exchange,
+    },
+    Resume {
+        rerun: &'a [String],
     },
 }
 
@@ -122,6 +126,31 @@ impl Transcript {
             }),
         };
         t.append(Record::Header(header))?;
+        Ok(t)
+    }
+
+    /// Reopens the transcript of an interrupted run, checks its chain, and appends a
+    /// `resume` line naming the cases to be run again; later lines continue the chain.
+    pub fn resume(path: &Path, redactor: Redactor, rerun: &[String]) -> std::io::Result<Self> {
+        let bytes = std::fs::read(path)?;
+        let summary = verify_chain(&bytes).map_err(std::io::Error::other)?;
+        let last = bytes
+            .strip_suffix(b"\n")
+            .and_then(|b| b.split(|&c| c == b'\n').next_back())
+            .ok_or_else(|| std::io::Error::other("the transcript is empty"))?;
+        let mut whole = Sha256::new();
+        whole.update(&bytes);
+        let file = File::options().append(true).open(path)?;
+        let t = Transcript {
+            redactor,
+            inner: Mutex::new(Inner {
+                file,
+                next_seq: summary.lines,
+                prev: crate::sha256_hex(last),
+                whole,
+            }),
+        };
+        t.append(Record::Resume { rerun })?;
         Ok(t)
     }
 

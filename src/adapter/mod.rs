@@ -316,6 +316,9 @@ pub enum TransportErrorKind {
     /// The answer broke HTTP or the API's format: a body that is not JSON, a content
     /// encoding that was not asked for.
     Protocol,
+    /// The run was interrupted (SIGINT, SIGTERM) while the request was in flight; the
+    /// connection was closed without waiting for the answer.
+    Interrupted,
 }
 
 /// How much of an answer the harness reads, and how long it waits for it.

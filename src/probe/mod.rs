@@ -163,8 +163,56 @@ impl ProbeSpec {
     }
 }
 
-/// Runs one case's probe.
+/// Runs one case's probe. Whatever the probe concluded, and however it ended (a
+/// budget, an interruption), another tenant's canary in any answer the case received
+/// fails it: the session scans every answer, and a leak the probe did not report is
+/// added here.
 pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
+    let mut outcome = run_probe(spec, ctx).await;
+    net(&mut outcome, ctx.session.leaks_in(ctx.case_id));
+    outcome
+}
+
+/// The most leaks [`net`] adds to one outcome (one per answer).
+const NET_FINDINGS: usize = 10;
+
+/// Adds `leaks` to an outcome that reports none of them.
+fn net(outcome: &mut Outcome, leaks: Vec<LeakEvidence>) {
+    use crate::outcome::FindingCode;
+    if leaks.is_empty()
+        || outcome
+            .findings
+            .iter()
+            .any(|f| f.code == FindingCode::CrossTenantCanary)
+    {
+        return;
+    }
+    let mut answers = std::collections::BTreeSet::new();
+    let mut added = Vec::new();
+    for leak in leaks {
+        if answers.insert(leak.returned_in) && added.len() < NET_FINDINGS {
+            added.push(Finding {
+                code: FindingCode::CrossTenantCanary,
+                message: format!(
+                    "tenant {}'s canary {} came back to tenant {} (transcript #{})",
+                    leak.owner, leak.canary_id, leak.recipient, leak.returned_in
+                ),
+                leak: Some(leak),
+            });
+        }
+    }
+    let summary = format!(
+        "{}; found in {} answers by the scan of every answer; {}",
+        added[0].message,
+        answers.len(),
+        outcome.summary
+    );
+    outcome.findings.splice(0..0, added);
+    outcome.summary = summary;
+    outcome.verdict = Verdict::Fail;
+}
+
+async fn run_probe(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
     let result = match spec {
         ProbeSpec::CanaryResidue(p) => return isolation::canary_residue(p, ctx.case_id, ctx.session).await,
         ProbeSpec::Boundary(p) => context::boundary(p, ctx).await,
@@ -384,4 +432,58 @@ pub(crate) fn describe(ex: &crate::adapter::Exchange) -> String {
 /// frame in a stream that carried no content.
 pub(crate) fn refused(ex: &crate::adapter::Exchange) -> bool {
     matches!(ex.status, Some(400..=499)) || (ex.status == Some(200) && ex.api_error.is_some() && ex.content.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::FindingCode;
+
+    fn leak(returned_in: u64, index: u32) -> LeakEvidence {
+        LeakEvidence {
+            canary_id: format!("b/case/{index}"),
+            owner: "b".into(),
+            recipient: "a".into(),
+            fragment: crate::canary::Fragment::Account,
+            matched: "4000123412341234".into(),
+            excerpt: "... 4000123412341234 ...".into(),
+            seeded_in: Some(3),
+            returned_in,
+        }
+    }
+
+    #[test]
+    fn a_leak_the_probe_did_not_report_fails_the_case_whatever_it_concluded() {
+        let mut stopped = Outcome::inconclusive("stopped: the run's budget is spent: 10 requests");
+        net(&mut stopped, vec![leak(10, 15), leak(10, 16), leak(12, 15)]);
+        assert_eq!(stopped.verdict, Verdict::Fail);
+        assert_eq!(stopped.findings.len(), 2, "one finding per answer");
+        assert!(
+            stopped
+                .findings
+                .iter()
+                .all(|f| f.code == FindingCode::CrossTenantCanary)
+        );
+        assert!(
+            stopped
+                .summary
+                .starts_with("tenant b's canary b/case/15 came back to tenant a (transcript #10)")
+        );
+        assert!(
+            stopped
+                .summary
+                .ends_with("stopped: the run's budget is spent: 10 requests")
+        );
+
+        // A probe that reported the leak itself is left as it is; no leak, no change.
+        let before = stopped.clone();
+        net(&mut stopped, vec![leak(14, 1)]);
+        assert_eq!(stopped, before);
+        let mut passed = Outcome {
+            verdict: Verdict::Pass,
+            ..Outcome::skipped("all clean")
+        };
+        net(&mut passed, Vec::new());
+        assert_eq!(passed.verdict, Verdict::Pass);
+    }
 }

@@ -82,6 +82,26 @@ pub struct Report {
     pub canaries: Vec<IssuedCanaries>,
     /// One entry per case of the suite, in id order.
     pub cases: Vec<CaseReport>,
+    /// Set when the run was interrupted: the report covers what was done before the
+    /// signal, and `tenantcheck run --resume` continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interruption>,
+    /// When the run was continued after an interruption, each time (RFC 3339).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed_at: Vec<String>,
+}
+
+/// How a run was interrupted, and what it left undone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Interruption {
+    /// The signal (`SIGINT`, `SIGTERM`).
+    pub signal: String,
+    /// When the report was written (RFC 3339).
+    pub stopped_at: String,
+    /// The cases not run, or cut short, by the interruption: their outcomes here are
+    /// inconclusive, and a resumed run runs them again.
+    pub unfinished: Vec<String>,
 }
 
 /// Canaries issued to one tenant in one case: indices 0 to `count` - 1.
@@ -409,6 +429,8 @@ pub enum VerifyError {
 ///     },
 ///     canaries: vec![],
 ///     cases: vec![],
+///     interrupted: None,
+///     resumed_at: vec![],
 /// };
 /// let signing_key = key::generate();
 /// let envelope = serde_json::to_vec(&report.sign(&signing_key)).unwrap();

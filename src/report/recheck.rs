@@ -14,6 +14,9 @@
 //! - **usage**: the answers of `usage.consistency` are re-judged with the probe's own
 //!   rule and the case's recorded parameters (and the profile's local tokenizer), and the
 //!   mismatches must be as many as its `UsageMismatch` findings;
+//! - **resumed runs**: after a `resume` line, the cases it names were run again, so
+//!   their refusals and usage are re-judged on the answers after it alone; leaks are
+//!   re-judged on every answer;
 //! - **timing**: every time a timing level reports is the `total_ms` of the exchange it
 //!   names, sent by the level's attacker within the case; the sequential test is
 //!   replayed over the pairs and must give the signed evidence and decision, stopping
@@ -54,6 +57,17 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut responses = 0;
     for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad("transcript", e.to_string()))?;
+        if v["kind"] == "resume" {
+            // The cases an interruption cut short ran again after this line: their
+            // verdicts rest on the new answers. Leaks in the old ones still count.
+            for case in v["rerun"].as_array().into_iter().flatten().filter_map(|c| c.as_str()) {
+                refusals.remove(case);
+                if case == "usage.consistency" {
+                    usage_answers.clear();
+                }
+            }
+            continue;
+        }
         if v["kind"] != "exchange" {
             continue;
         }
