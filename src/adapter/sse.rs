@@ -24,6 +24,9 @@ pub struct SseFrame {
 #[derive(Debug, Default)]
 pub struct SseParser {
     buf: Vec<u8>,
+    /// How much of `buf` is known to hold no line end (so a long line arriving in many
+    /// chunks is scanned once, not once per chunk).
+    scanned: usize,
     event: Option<String>,
     data: Option<String>,
 }
@@ -34,7 +37,7 @@ impl SseParser {
         self.buf.extend_from_slice(chunk);
         let mut frames = Vec::new();
         let mut start = 0;
-        let mut i = 0;
+        let mut i = self.scanned;
         while i < self.buf.len() {
             let b = self.buf[i];
             if b == b'\n' || b == b'\r' {
@@ -54,6 +57,7 @@ impl SseParser {
             }
         }
         self.buf.drain(..start);
+        self.scanned = i - start;
         frames
     }
 
@@ -62,6 +66,7 @@ impl SseParser {
     pub fn finish(&mut self) -> bool {
         let pending = !self.buf.is_empty() || self.data.is_some() || self.event.is_some();
         self.buf.clear();
+        self.scanned = 0;
         self.data = None;
         self.event = None;
         pending
