@@ -36,6 +36,13 @@ use std::sync::{Arc, Mutex};
 /// Where run folders go by default.
 pub const DEFAULT_RUNS_DIR: &str = "reports/runs";
 
+/// The label the run secret derives the case order and the pauses from
+/// (`RunSecret::seed(ORDER, case, 0)` sorts the cases).
+pub const ORDER: &str = "tenantcheck/order";
+
+/// The longest pause before a case, in milliseconds.
+const MAX_PAUSE_MS: u64 = 250;
+
 /// The case name used for the credential check in the transcript.
 const PREFLIGHT: &str = "preflight";
 
@@ -280,11 +287,18 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let unfinished: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
 
     let results: Arc<Mutex<BTreeMap<String, Outcome>>> = Arc::default();
-    let trials: Vec<Trial> = suite
+    // The cases run in an order, and after pauses, drawn from the run secret: a vendor
+    // cannot tell which case comes next, or when, from a fixed script.
+    let mut order: Vec<&crate::suite::Case> = suite
         .cases
         .iter()
         .filter(|c| resumed.as_ref().is_none_or(|r| r.unfinished.contains(&c.id)))
+        .collect();
+    order.sort_by_key(|c| secret.seed(ORDER, &c.id, 0));
+    let trials: Vec<Trial> = order
+        .into_iter()
         .map(|case| {
+            let pause = std::time::Duration::from_millis(secret.seed(ORDER, &case.id, 1) % MAX_PAUSE_MS);
             let case = case.clone();
             let session = session.clone();
             let unfinished = unfinished.clone();
@@ -304,6 +318,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                         .insert(id, Outcome::inconclusive(summary.clone()));
                     return Err(Failed::from(format!("inconclusive: {summary}")));
                 }
+                std::thread::sleep(pause);
                 let probe_session = session.clone();
                 // The probe runs as a task on the runtime's workers, beside the
                 // connections it uses, not on this trial thread: every request would

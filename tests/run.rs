@@ -54,6 +54,21 @@ fn embedded_default_run_passes_and_its_report_verifies() {
     assert_eq!(report.vendor.source, "embedded");
     assert_eq!(report.suite.digest, tenantcheck::suite::Suite::builtin().digest);
 
+    // The cases ran in the order the revealed run secret draws (random per run, and
+    // checkable after it), not in a fixed one.
+    let secret = tenantcheck::canary::RunSecret::from_hex(&report.run_secret.revealed).unwrap();
+    let mut drawn: Vec<&str> = report.cases.iter().map(|c| c.id.as_str()).collect();
+    drawn.sort_by_key(|id| secret.seed(tenantcheck::harness::ORDER, id, 0));
+    let mut ran: Vec<String> = Vec::new();
+    for line in common::transcript_exchanges(&run_dir).values() {
+        let case = line["case"].as_str().unwrap().to_owned();
+        if case != "preflight" && !ran.contains(&case) {
+            ran.push(case);
+        }
+    }
+    drawn.retain(|id| ran.iter().any(|r| r == id));
+    assert_eq!(ran, drawn);
+
     let (code, stdout, _) = output(
         tenantcheck()
             .arg("verify")
