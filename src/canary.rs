@@ -127,6 +127,14 @@ impl RunSecret {
         u64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
     }
 
+    /// One of `options`, drawn for this run by `label`: the instructions in prompts
+    /// vary from run to run, so that no fixed sentence marks tenantcheck's traffic.
+    pub fn pick<'a>(&self, label: &str, options: &[&'a str]) -> &'a str {
+        let d = self.expand(b"tenantcheck/phrase/v1\0", label, "", 0);
+        let n = u64::from_be_bytes(d[..8].try_into().expect("8 bytes"));
+        options[(n % options.len() as u64) as usize]
+    }
+
     fn expand(&self, domain: &[u8], owner: &str, case: &str, index: u32) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(domain);
@@ -519,6 +527,20 @@ const CITIES: &[&str] = &[
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn phrases_vary_from_run_to_run_and_stay_fixed_within_one() {
+        let options = ["one", "two", "three"];
+        let mut seen = std::collections::BTreeSet::new();
+        for n in 0..64u8 {
+            let secret = RunSecret::derive(&[n; 32], b"");
+            let first = secret.pick("label", &options);
+            assert_eq!(secret.pick("label", &options), first);
+            seen.insert(first);
+        }
+        assert_eq!(seen.len(), 3, "every phrase is drawn by some run");
+    }
+
     use super::*;
 
     #[test]

@@ -339,10 +339,19 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                         Err(e) => tool_bug(&(Box::new(e.to_string()) as Box<dyn std::any::Any + Send>)),
                     },
                 };
-                if session.interrupted().is_some() {
-                    // Cut short, or at least not known to have finished before the
-                    // signal: a resumed run runs it again.
+                let mut outcome = outcome;
+                if session.was_cut(&id) && outcome.verdict != Verdict::Fail {
+                    // Cut short by the interruption: never a pass, and a resumed run
+                    // runs it again. (A failure stands: its finding is evidence.)
                     unfinished.lock().expect("lock poisoned").insert(id.clone());
+                    if outcome.verdict == Verdict::Pass {
+                        outcome.verdict = Verdict::Inconclusive;
+                        outcome.summary = format!(
+                            "interrupted by {} before it finished: {}",
+                            session.interrupted().unwrap_or("a signal"),
+                            outcome.summary
+                        );
+                    }
                 }
                 let verdict = outcome.verdict;
                 let summary = redactor.redact(&outcome.summary).into_owned();

@@ -83,6 +83,8 @@ pub struct Session {
     /// Set to the signal's name when the run is interrupted: no request is sent after
     /// it, and requests in flight are abandoned.
     stop: tokio::sync::watch::Receiver<Option<&'static str>>,
+    /// The cases the interruption cut: a request refused or abandoned because of it.
+    cut: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// The most a run may send; `None`: no limit. Checked before every request, with the
@@ -185,6 +187,7 @@ impl Session {
             spent: Default::default(),
             leaks: Default::default(),
             stop: tokio::sync::watch::channel(None).1,
+            cut: Default::default(),
         }
     }
 
@@ -192,6 +195,15 @@ impl Session {
     pub fn with_stop(mut self, stop: tokio::sync::watch::Receiver<Option<&'static str>>) -> Self {
         self.stop = stop;
         self
+    }
+
+    /// Whether the interruption cut `case` short (refused or abandoned a request of it).
+    pub fn was_cut(&self, case: &str) -> bool {
+        self.cut.lock().expect("lock poisoned").contains(case)
+    }
+
+    fn note_cut(&self, case: &str) {
+        self.cut.lock().expect("lock poisoned").insert(case.to_owned());
     }
 
     /// The signal that interrupted the run, if one did.
@@ -444,6 +456,7 @@ impl Session {
     ) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
         if let Some(signal) = self.interrupted() {
+            self.note_cut(case);
             return Err(SessionError::Interrupted(signal));
         }
         self.charge(prompt_tokens, max_tokens)?;
@@ -464,7 +477,10 @@ impl Session {
                 };
                 tokio::select! {
                     exchange = request(self.provider.as_ref(), &key.secret) => exchange,
-                    () = abandon => interrupted(self.interrupted().unwrap_or("a signal")),
+                    () = abandon => {
+                        self.note_cut(case);
+                        interrupted(self.interrupted().unwrap_or("a signal"))
+                    }
                 }
             };
             let wait = retry_after(&exchange, attempt);

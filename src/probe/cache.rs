@@ -104,10 +104,14 @@ impl TimingParams {
 /// Pairs in a row with a failed request after which a level stops, undecided.
 const MAX_FAILED_IN_A_ROW: u32 = 5;
 
-/// The last words of the victim's prompts and of the attacker's: they differ, so only
-/// the prefix before them can be shared.
-const VICTIM_TAIL: &str = "\n\nAnswer with one word: what is this text about?";
-const ATTACKER_TAIL: &str = "\n\nIn a single word, name the topic of the text above.";
+/// The last words of the victim's prompts and of the attacker's (a pair drawn per run
+/// from [`TAILS`]): they differ, so only the prefix before them can be shared.
+const TAILS: &[&str] = &[
+    "\n\nAnswer with one word: what is this text about?",
+    "\n\nIn a single word, name the topic of the text above.",
+    "\n\nWhat is the text above about? One word, please.",
+    "\n\nName the subject of this text in one word.",
+];
 
 /// Which key attacks, relative to the victim's.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -143,6 +147,9 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
     let declared = profile.declared.as_ref().and_then(|d| d.prefix_cache_scope);
     let salts = profile.cache_salt;
     let tokens = p.prompt_tokens.min(profile.context_window.saturating_sub(64).max(64));
+    let victim_tail = ctx.session.secret().pick("cache.victim", TAILS);
+    let others: Vec<&'static str> = TAILS.iter().copied().filter(|t| *t != victim_tail).collect();
+    let attacker_tail = ctx.session.secret().pick("cache.attacker", &others);
     let mut run = Run {
         ctx,
         p,
@@ -151,6 +158,8 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
         salts,
         pair_index: 0,
         errors: Vec::new(),
+        victim_tail,
+        attacker_tail,
     };
 
     let mut notes = Vec::new();
@@ -288,6 +297,8 @@ struct Run<'a, 'p> {
     salts: bool,
     pair_index: u32,
     errors: Vec<String>,
+    victim_tail: &'static str,
+    attacker_tail: &'static str,
 }
 
 impl Run<'_, '_> {
@@ -326,10 +337,14 @@ impl Run<'_, '_> {
             let shared_tokens = self.sizer.tokens_of(&prefix);
             let seeded = self
                 .sizer
-                .send_request(victim, &self.request(victim, format!("{prefix}{VICTIM_TAIL}")), false)
+                .send_request(
+                    victim,
+                    &self.request(victim, format!("{prefix}{}", self.victim_tail)),
+                    false,
+                )
                 .await?;
-            let hit_request = self.request(attacker, format!("{prefix}{ATTACKER_TAIL}"));
-            let miss_request = self.request(attacker, format!("{fresh}{ATTACKER_TAIL}"));
+            let hit_request = self.request(attacker, format!("{prefix}{}", self.attacker_tail));
+            let miss_request = self.request(attacker, format!("{fresh}{}", self.attacker_tail));
             // The order of the arms, from the run secret: unpredictable to the vendor.
             let hit_first = self
                 .ctx

@@ -298,10 +298,15 @@ fn spread(i: u32, n: u32, k: u32) -> bool {
 }
 
 async fn send(ctx: &Context<'_>, r: &Planned, max_tokens: u32) -> Result<Sent, SessionError> {
-    let prompt = format!(
-        "Please repeat the following customer record back to me exactly as written, and nothing else. {}",
-        r.nonce.record()
+    let ask = ctx.session.secret().pick(
+        "concurrency",
+        &[
+            "Please repeat the following customer record back to me exactly as written, and nothing else.",
+            "Repeat this customer record back to me exactly as it is written here, and nothing else.",
+            "Please echo the customer record below back to me word for word, and add nothing else.",
+        ],
     );
+    let prompt = format!("{ask} {}", r.nonce.record());
     let request = ChatRequest {
         stream: r.stream,
         cancel_after: r.cancel.then_some(1),

@@ -30,6 +30,13 @@ use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// Asks for a summary of an over-long prompt (one drawn per run).
+const SUMMARISE: &[&str] = &[
+    "Summarise the notes below.\n\n",
+    "Give a short summary of these notes.\n\n",
+    "Write a brief summary of the following notes.\n\n",
+];
+
 /// Tokens kept free below the context for the chat template, the vendor's own
 /// additions and the sizing error of an unknown tokenizer: 64, or 1% of the context.
 fn margin(context: u64) -> u64 {
@@ -358,10 +365,13 @@ impl Boundary<'_> {
         let mut tokens = 0;
         for _ in 0..4 {
             let seed = self.sizer.seed(&self.prober);
-            prompt = self
-                .sizer
-                .builder()
-                .build(target, seed, "Summarise the notes below.\n\n", &[], "");
+            prompt = self.sizer.builder().build(
+                target,
+                seed,
+                self.ctx.session.secret().pick("context.summary", SUMMARISE),
+                &[],
+                "",
+            );
             tokens = self.sizer.tokens_of(&prompt);
             if tokens > context {
                 break;
@@ -409,7 +419,14 @@ impl Boundary<'_> {
     async fn seed(&mut self) -> Result<(), SessionError> {
         let context = self.ctx.session.profile().context_window;
         let target = ((self.p.seed_fraction * context as f64) as u64).max(16 * 40);
-        let mut text = String::from("Please file these customer records and read back the first one.\n");
+        let mut text = String::from(self.ctx.session.secret().pick(
+            "context.seed",
+            &[
+                "Please file these customer records and read back the first one.\n",
+                "File the customer records below, then read back the first one.\n",
+                "Keep these customer records on file and repeat the first one back.\n",
+            ],
+        ));
         let chars = self.sizer.builder().chars_for(target);
         while text.len() < chars {
             let c = self.ctx.session.canary(&self.seeder, self.ctx.case_id, self.records);
@@ -496,7 +513,14 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
         let prompt = sizer.builder().build(
             tokens,
             seed,
-            "Read the notes below; questions follow them.\n\n",
+            ctx.session.secret().pick(
+                "context.recall",
+                &[
+                    "Read the notes below; questions follow them.\n\n",
+                    "Read these notes carefully; there are questions after them.\n\n",
+                    "The notes below are followed by questions about them.\n\n",
+                ],
+            ),
             &placed,
             &tail,
         );

@@ -83,7 +83,12 @@ impl CanaryResidueParams {
 
 /// Shown before the records; asks for the first record back, so that whatever the
 /// vendor's model reads comes back in the answer.
-const INSTRUCTION: &str = "We are filing the customer records below for our account. Please read back the first record exactly as written.\n\n";
+const INSTRUCTIONS: &[&str] = &[
+    "We are filing the customer records below for our account. Please read back the first record exactly as written.\n\n",
+    "Below are customer records we keep on file. Read back the first record exactly as it is written.\n\n",
+    "Here are records from our customer ledger. Please repeat the first record verbatim.\n\n",
+    "Our account's customer records follow. Quote the first one back to us exactly.\n\n",
+];
 
 /// Tokens kept free for the chat template and the vendor's own additions.
 const TEMPLATE_MARGIN: u64 = 32;
@@ -223,7 +228,20 @@ impl Run<'_> {
     async fn send_records(&mut self, tenant: &str, target: u64, stream: bool) -> Result<Option<u64>, SessionError> {
         let mut target = target;
         for _ in 0..4 {
-            let prompt = self.prompt(tenant, PromptSize::Tokens(target));
+            let mut prompt = self.prompt(tenant, PromptSize::Tokens(target));
+            // Sized by a ratio learned on other text, a prompt the local tokenizer counts
+            // too long is built again, shorter by its excess, rather than sent to be
+            // refused.
+            let mut aim = target;
+            for _ in 0..4 {
+                match self.session.local_tokens(&prompt) {
+                    Some(n) if n > target => {
+                        aim = aim.saturating_sub(n - target).max(64);
+                        prompt = self.prompt(tenant, PromptSize::Tokens(aim));
+                    }
+                    _ => break,
+                }
+            }
             let sent = self.send(tenant, &prompt, stream).await?;
             let ex = &sent.exchange;
             if ex.is_success() {
@@ -267,7 +285,7 @@ impl Run<'_> {
             *next += 1;
             c
         };
-        let mut head = String::from(INSTRUCTION);
+        let mut head = String::from(self.session.secret().pick("isolation", INSTRUCTIONS));
         let (head_records, tokens) = match size {
             PromptSize::Records(n) => (n, None),
             PromptSize::Tokens(t) => {

@@ -40,9 +40,20 @@ pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, Se
     let mut complete = 0;
     for _ in 0..p.streams {
         let seed = sizer.seed(&tenant);
-        let prompt = sizer
-            .builder()
-            .build(200, seed, "Repeat the following notes.\n\n", &[], "");
+        let prompt = sizer.builder().build(
+            200,
+            seed,
+            ctx.session.secret().pick(
+                "stream",
+                &[
+                    "Repeat the following notes.\n\n",
+                    "Copy out the notes below.\n\n",
+                    "Say the following notes back.\n\n",
+                ],
+            ),
+            &[],
+            "",
+        );
         let sent = sizer.send(&tenant, prompt, p.max_tokens, true).await?;
         let ex = &sent.exchange;
         if !ex.is_success() {

@@ -72,7 +72,11 @@ impl UsageParams {
 }
 
 /// How every prompt of this probe starts; `verify` picks them out of the transcript by it.
-pub const HEAD: &str = "Repeat the following notes word for word.\n\n";
+pub const HEADS: &[&str] = &[
+    "Repeat the following notes word for word.\n\n",
+    "Copy the notes below word for word.\n\n",
+    "Echo these notes exactly, word for word.\n\n",
+];
 
 /// One answered prompt: its transcript sequence number, the prompt, the exchange.
 pub type Answered<'a> = (u64, &'a str, &'a Exchange);
@@ -86,7 +90,8 @@ pub async fn consistency(p: &UsageParams, ctx: Context<'_>) -> Result<Outcome, S
     for &f in &p.lengths {
         let tokens = (f * context as f64) as u64;
         let seed = sizer.seed(&tenant);
-        let prompt = sizer.builder().build(tokens, seed, HEAD, &[], "");
+        let head = ctx.session.secret().pick("usage", HEADS);
+        let prompt = sizer.builder().build(tokens, seed, head, &[], "");
         let sent = sizer.send(&tenant, prompt.clone(), p.max_tokens, false).await?;
         if !sent.exchange.is_success() {
             sizer
@@ -122,7 +127,8 @@ pub async fn consistency(p: &UsageParams, ctx: Context<'_>) -> Result<Outcome, S
     Ok(conclude(findings, reached, c))
 }
 
-/// The usage findings on these answers (those whose prompt starts with [`HEAD`]), and
+/// The usage findings on these answers (those whose prompt starts with one of
+/// [`HEADS`]), and
 /// how many answers were checked. `verify` re-judges the transcript with it.
 pub fn judge(p: &UsageParams, local: Option<LocalTokenizer>, answered: &[Answered]) -> (Vec<Finding>, usize) {
     let mismatch = |what: String| Finding {
@@ -133,7 +139,10 @@ pub fn judge(p: &UsageParams, local: Option<LocalTokenizer>, answered: &[Answere
     let mut findings = Vec::new();
     let mut ratios = Vec::new();
     let mut checked = 0;
-    for &(seq, prompt, ex) in answered.iter().filter(|(_, prompt, _)| prompt.starts_with(HEAD)) {
+    for &(seq, prompt, ex) in answered
+        .iter()
+        .filter(|(_, prompt, _)| HEADS.iter().any(|h| prompt.starts_with(h)))
+    {
         if !ex.is_success() {
             continue;
         }
