@@ -52,12 +52,20 @@ fn retry_after(ex: &Exchange, attempt: u32) -> Option<Duration> {
 }
 
 /// The exchange of a request abandoned because the run was interrupted by `signal`.
-fn interrupted(signal: &'static str) -> Exchange {
+/// `request` is the suite's own description of what was sent (the adapter's wire form
+/// was lost with the abandoned future).
+fn interrupted(signal: &'static str, request: serde_json::Value) -> Exchange {
     Exchange {
+        request: crate::adapter::RecordedRequest {
+            method: String::new(),
+            url: String::new(),
+            body: Some(request),
+            raw: false,
+        },
         transport_error: Some(crate::adapter::TransportError {
             kind: crate::adapter::TransportErrorKind::Interrupted,
             message: format!(
-                "the run was interrupted by {signal}; the request was abandoned {} s later, unanswered (what was sent is not recorded)",
+                "the run was interrupted by {signal}; the request was abandoned {} s later, unanswered (recorded as the suite's request, not the API's wire form)",
                 IN_FLIGHT_GRACE.as_secs()
             ),
         }),
@@ -398,9 +406,13 @@ impl Session {
             None => (text as u64).div_ceil(4),
         };
         let sent = self
-            .call(case, tenant, (tokens, u64::from(request.max_tokens)), |p, key| {
-                p.chat(key, request)
-            })
+            .call(
+                case,
+                tenant,
+                (tokens, u64::from(request.max_tokens)),
+                || serde_json::to_value(request).unwrap_or_default(),
+                |p, key| p.chat(key, request),
+            )
             .await?;
         self.note_seeding(request, sent.seq);
         Ok(sent)
@@ -408,7 +420,14 @@ impl Session {
 
     /// Lists models as `tenant` (a credential check) and records it under `case`.
     pub async fn list_models(&self, case: &str, tenant: &str) -> Result<Sent, SessionError> {
-        self.call(case, tenant, (0, 0), |p, key| p.list_models(key)).await
+        self.call(
+            case,
+            tenant,
+            (0, 0),
+            || serde_json::json!({ "op": "list_models" }),
+            |p, key| p.list_models(key),
+        )
+        .await
     }
 
     /// Creates a stored object as `tenant` and records it under `case`.
@@ -420,13 +439,26 @@ impl Session {
         previous: Option<&str>,
     ) -> Result<Sent, SessionError> {
         let tokens = (input.len() as u64).div_ceil(4);
-        self.call(case, tenant, (tokens, 96), |p, key| p.store(key, input, previous))
-            .await
+        self.call(
+            case,
+            tenant,
+            (tokens, 96),
+            || serde_json::json!({ "op": "store", "input": input, "previous": previous }),
+            |p, key| p.store(key, input, previous),
+        )
+        .await
     }
 
     /// Fetches stored object `id` as `tenant` and records it under `case`.
     pub async fn fetch_stored(&self, case: &str, tenant: &str, id: &str) -> Result<Sent, SessionError> {
-        self.call(case, tenant, (0, 0), |p, key| p.fetch_stored(key, id)).await
+        self.call(
+            case,
+            tenant,
+            (0, 0),
+            || serde_json::json!({ "op": "fetch_stored", "id": id }),
+            |p, key| p.fetch_stored(key, id),
+        )
+        .await
     }
 
     /// Sends a request the vendor must refuse, as `tenant`, and records it under `case`.
@@ -441,8 +473,14 @@ impl Session {
             InvalidRequest::OverLimit { context } => context + 1,
             _ => 16,
         };
-        self.call(case, tenant, (4, max_tokens), |p, key| p.invalid(key, kind, stream))
-            .await
+        self.call(
+            case,
+            tenant,
+            (4, max_tokens),
+            || serde_json::json!({ "op": "invalid", "invalid": kind, "stream": stream }),
+            |p, key| p.invalid(key, kind, stream),
+        )
+        .await
     }
 
     /// The one path to the vendor: the tenant's key, a concurrency permit, the
@@ -452,6 +490,7 @@ impl Session {
         case: &str,
         tenant: &str,
         (prompt_tokens, max_tokens): (u64, u64),
+        describe: impl Fn() -> serde_json::Value,
         request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
     ) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
@@ -479,7 +518,7 @@ impl Session {
                     exchange = request(self.provider.as_ref(), &key.secret) => exchange,
                     () = abandon => {
                         self.note_cut(case);
-                        interrupted(self.interrupted().unwrap_or("a signal"))
+                        interrupted(self.interrupted().unwrap_or("a signal"), describe())
                     }
                 }
             };

@@ -118,3 +118,64 @@ fn sigint_mid_run_leaves_a_signed_partial_report_and_resume_finishes_it() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("nothing to resume"), "{stderr}");
 }
+
+#[test]
+fn a_request_the_vendor_never_answers_is_abandoned_after_the_grace_and_recorded() {
+    let tmp = TempDir::new("interrupt-hang");
+    let (key_a, key_b) = ("sk-hang-tenant-a-000", "sk-hang-tenant-b-111");
+    let sim = common::Sim::start(key_a, key_b, &["--chaos", "no-response"]);
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let child = tenantcheck()
+        .args(["run", "--vendor"])
+        .arg(&profile)
+        .args(["--exact", "stream.integrity", "--out"])
+        .arg(&run_dir)
+        .env("TENANTCHECK_KEY_A", key_a)
+        .env("TENANTCHECK_KEY_B", key_b)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The credential checks are recorded; the first chat request then hangs (the
+    // profile allows 60 s).
+    let transcript = run_dir.join(TRANSCRIPT_FILE);
+    let started = Instant::now();
+    while std::fs::read_to_string(&transcript).map_or(0, |t| t.lines().count()) < 3 {
+        assert!(started.elapsed() < Duration::from_secs(60), "no credential check");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill only sends a signal to the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let signalled = Instant::now();
+    let output = child.wait_with_output().unwrap();
+    let waited = signalled.elapsed();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        waited >= tenantcheck::session::IN_FLIGHT_GRACE,
+        "the grace was given: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(30), "and not the 60 s timeout: {waited:?}");
+
+    let report = common::verified(&run_dir);
+    assert_eq!(report.interrupted.as_ref().unwrap().signal, "SIGTERM");
+    let abandoned: Vec<_> = common::transcript_exchanges(&run_dir)
+        .into_values()
+        .filter(|l| l["exchange"]["transport_error"]["kind"] == "interrupted")
+        .collect();
+    assert_eq!(abandoned.len(), 1, "one request was in flight");
+    let request = &abandoned[0]["exchange"]["request"]["body"];
+    assert!(
+        request["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty()),
+        "{request}"
+    );
+    assert_eq!(request["stream"], true);
+}
