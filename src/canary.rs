@@ -7,6 +7,9 @@
 //! > Customer record: Maria Keller, email maria.keller48213@posteo.de, account
 //! > 3391 0048 2215, note: prefers amber parcels delivered to Lisbon.
 //!
+//! The record's label ("Customer record:", "Client file:", ...) is drawn per run
+//! ([`RECORD_LABELS`]), so that no fixed words mark a run's records.
+//!
 //! Each field is drawn from SHA-256 over the run secret, the owning tenant, the case
 //! and an index, so anyone holding the revealed secret can re-derive every canary of a
 //! run, and nobody without it can guess one. Entropy per canary: given name 6 bits,
@@ -90,6 +93,7 @@ impl RunSecret {
             pick(CITIES, w3 >> 12)
         );
         Canary {
+            label: self.pick("record", RECORD_LABELS),
             id: format!("{owner}/{case}/{index}"),
             owner: owner.to_owned(),
             name: format!("{given} {family}"),
@@ -194,7 +198,13 @@ pub struct Canary {
     pub account: String,
     /// A short note.
     pub note: String,
+    /// What the record is headed with (one of [`RECORD_LABELS`], the same for the
+    /// whole run).
+    pub label: &'static str,
 }
+
+/// The labels a run's records are headed with, one drawn per run.
+pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Account holder:", "Member details:"];
 
 /// A part of a canary the scanner looks for.
 #[derive(
@@ -214,8 +224,8 @@ impl Canary {
     /// The record as it is placed in prompts.
     pub fn record(&self) -> String {
         format!(
-            "Customer record: {}, email {}, account {}, note: {}.",
-            self.name, self.email, self.account, self.note
+            "{} {}, email {}, account {}, note: {}.",
+            self.label, self.name, self.email, self.account, self.note
         )
     }
 
@@ -573,7 +583,7 @@ mod tests {
     fn a_canary_looks_like_a_customer_record() {
         let c = RunSecret::generate().canary("a", "case", 0);
         let r = c.record();
-        assert!(r.starts_with("Customer record: "));
+        assert!(RECORD_LABELS.iter().any(|l| r.starts_with(&format!("{l} "))), "{r}");
         assert!(!r.to_lowercase().contains("canary"));
         assert_eq!(c.account.len(), 14);
         assert!(c.email.contains('@'));
