@@ -523,11 +523,7 @@ pub(crate) struct Inputs {
 
 impl Inputs {
     pub(crate) fn load(opts: &RunOptions) -> Result<Inputs, HarnessError> {
-        let suite = match &opts.suite {
-            Some(dir) => Suite::load_dir(dir)?,
-            None => Suite::builtin(),
-        };
-        let (mut profile, vendor_source, profile_sha256) = match &opts.vendor {
+        let (profile, vendor_source, profile_sha256) = match &opts.vendor {
             Some(path) => {
                 let profile = VendorProfile::load(path)?;
                 let sha = std::fs::read(path).ok().map(|b| crate::sha256_hex(&b));
@@ -535,18 +531,32 @@ impl Inputs {
             }
             None => (VendorProfile::embedded_sim(), "embedded".to_owned(), None),
         };
-        if let Some(n) = opts.max_concurrency {
-            profile.max_concurrency = profile.max_concurrency.min(n.max(1));
-        }
-        if opts.budget.usd.is_some() && profile.prices.is_none() {
-            return Err(HarnessError::BudgetWithoutPrices);
-        }
-        Ok(Inputs {
-            suite,
+        Inputs {
+            suite: Self::suite(opts)?,
             profile,
             vendor_source,
             profile_sha256,
+        }
+        .limited(opts)
+    }
+
+    /// The suite `--suite` names, else the one built in.
+    fn suite(opts: &RunOptions) -> Result<Suite, HarnessError> {
+        Ok(match &opts.suite {
+            Some(dir) => Suite::load_dir(dir)?,
+            None => Suite::builtin(),
         })
+    }
+
+    /// With the command line's limits applied to the profile, and checked against it.
+    fn limited(mut self, opts: &RunOptions) -> Result<Inputs, HarnessError> {
+        if let Some(n) = opts.max_concurrency {
+            self.profile.max_concurrency = self.profile.max_concurrency.min(n.max(1));
+        }
+        if opts.budget.usd.is_some() && self.profile.prices.is_none() {
+            return Err(HarnessError::BudgetWithoutPrices);
+        }
+        Ok(self)
     }
 }
 
@@ -598,10 +608,7 @@ impl Resumed {
     /// The suite (which must be the one that ran) and the profile as the report
     /// recorded them.
     fn inputs(&self, opts: &RunOptions) -> Result<Inputs, HarnessError> {
-        let suite = match &opts.suite {
-            Some(dir) => Suite::load_dir(dir)?,
-            None => Suite::builtin(),
-        };
+        let suite = Inputs::suite(opts)?;
         if suite.digest != self.report.suite.digest {
             return Err(HarnessError::RunDir {
                 path: self.dir.clone(),
@@ -611,19 +618,13 @@ impl Resumed {
                 ),
             });
         }
-        let mut profile = self.report.vendor.profile.clone();
-        if let Some(n) = opts.max_concurrency {
-            profile.max_concurrency = profile.max_concurrency.min(n.max(1));
-        }
-        if opts.budget.usd.is_some() && profile.prices.is_none() {
-            return Err(HarnessError::BudgetWithoutPrices);
-        }
-        Ok(Inputs {
+        Inputs {
             suite,
-            profile,
+            profile: self.report.vendor.profile.clone(),
             vendor_source: self.report.vendor.source.clone(),
             profile_sha256: self.report.vendor.profile_sha256.clone(),
-        })
+        }
+        .limited(opts)
     }
 
     /// Registers every canary the first part issued and scans its answers to the

@@ -98,7 +98,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
                 advisories: &suite.advisories,
             };
             runtime.block_on(crate::probe::run(&case.probe, ctx));
-            let sent = minus(session.spent(), before);
+            let sent = session.spent() - before;
             let at_most = match &case.probe {
                 ProbeSpec::CacheTiming(p) => {
                     let (requests, max_tokens) = crate::probe::cache::ceiling(p, &dry);
@@ -139,15 +139,6 @@ fn selected(args: &libtest_mimic::Arguments, id: &str) -> bool {
     args.filter.as_deref().is_none_or(matches) && !args.skip.iter().any(|s| matches(s))
 }
 
-fn minus(after: Spent, before: Spent) -> Spent {
-    Spent {
-        requests: after.requests - before.requests,
-        prompt_tokens: after.prompt_tokens - before.prompt_tokens,
-        completion_tokens: after.completion_tokens - before.completion_tokens,
-        usd: after.usd - before.usd,
-    }
-}
-
 /// `requests` requests like the average one `sent`, each with `max_tokens`.
 fn scaled(sent: Spent, requests: u64, max_tokens: u64, profile: &VendorProfile) -> Spent {
     let per_request = sent.prompt_tokens.checked_div(sent.requests).unwrap_or(0);
@@ -166,13 +157,7 @@ fn scaled(sent: Spent, requests: u64, max_tokens: u64, profile: &VendorProfile) 
 
 fn total(rows: &[PlanRow], ceiling: bool) -> Spent {
     rows.iter().fold(Spent::default(), |t, r| {
-        let s = if ceiling { r.at_most.unwrap_or(r.sent) } else { r.sent };
-        Spent {
-            requests: t.requests + s.requests,
-            prompt_tokens: t.prompt_tokens + s.prompt_tokens,
-            completion_tokens: t.completion_tokens + s.completion_tokens,
-            usd: t.usd + s.usd,
-        }
+        t + if ceiling { r.at_most.unwrap_or(r.sent) } else { r.sent }
     })
 }
 

@@ -122,6 +122,31 @@ pub struct Spent {
     pub usd: f64,
 }
 
+impl std::ops::Add for Spent {
+    type Output = Spent;
+    fn add(self, o: Spent) -> Spent {
+        Spent {
+            requests: self.requests + o.requests,
+            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
+            completion_tokens: self.completion_tokens + o.completion_tokens,
+            usd: self.usd + o.usd,
+        }
+    }
+}
+
+/// What was sent between two readings of [`Session::spent`].
+impl std::ops::Sub for Spent {
+    type Output = Spent;
+    fn sub(self, o: Spent) -> Spent {
+        Spent {
+            requests: self.requests - o.requests,
+            prompt_tokens: self.prompt_tokens - o.prompt_tokens,
+            completion_tokens: self.completion_tokens - o.completion_tokens,
+            usd: self.usd - o.usd,
+        }
+    }
+}
+
 /// Every canary issued in the run, and a scanner over them (rebuilt when stale).
 #[derive(Default)]
 struct Registry {

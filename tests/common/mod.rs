@@ -30,6 +30,24 @@ impl Drop for TempDir {
     }
 }
 
+/// Serves `app` on 127.0.0.1 (a free port) from a thread of its own, for the fakes of
+/// vendor APIs; returns the address.
+pub fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
 /// The `tenantcheck` binary, with no inherited tenant keys.
 pub fn tenantcheck() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tenantcheck"));

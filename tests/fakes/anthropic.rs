@@ -49,23 +49,11 @@ pub fn start(keys: &[&str], context: usize) -> String {
         context,
         flaked: Default::default(),
     });
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            let app = Router::new()
-                .route("/v1/messages", post(messages))
-                .route("/v1/models", get(models))
-                .with_state(fake);
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    format!("http://{}/v1", rx.recv().unwrap())
+    let app = Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/models", get(models))
+        .with_state(fake);
+    format!("http://{}/v1", crate::common::serve(app))
 }
 
 impl Fake {

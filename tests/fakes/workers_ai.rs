@@ -49,24 +49,12 @@ pub fn start(keys: &[&str], context: usize) -> String {
         keys: keys.iter().map(|k| k.to_string()).collect(),
         context,
     });
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            let app = Router::new()
-                // Model names hold slashes (`@cf/meta/...`): the rest of the path.
-                .route("/client/v4/accounts/{account}/ai/run/{*model}", post(run))
-                .route("/client/v4/accounts/{account}/ai/models/search", get(search))
-                .with_state(fake);
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    format!("http://{}/client/v4/accounts/{ACCOUNT}/ai", rx.recv().unwrap())
+    let app = Router::new()
+        // Model names hold slashes (`@cf/meta/...`): the rest of the path.
+        .route("/client/v4/accounts/{account}/ai/run/{*model}", post(run))
+        .route("/client/v4/accounts/{account}/ai/models/search", get(search))
+        .with_state(fake);
+    format!("http://{}/client/v4/accounts/{ACCOUNT}/ai", crate::common::serve(app))
 }
 
 impl Fake {
