@@ -14,7 +14,7 @@
 use super::http::{Auth, Dialect, Http};
 use super::{
     ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Limits, Provider, RecordedRequest, SseFrame,
-    TransportError, TransportErrorKind, Usage,
+    TransportError, Usage,
 };
 use crate::credential::Secret;
 use serde_json::{Value, json};
@@ -84,17 +84,6 @@ impl AnthropicMessages {
     }
 }
 
-/// An exchange for something this API does not offer; nothing is sent.
-fn unsupported(what: &str) -> Exchange {
-    Exchange {
-        transport_error: Some(TransportError {
-            kind: TransportErrorKind::Request,
-            message: format!("the Anthropic Messages API has no {what}; nothing was sent"),
-        }),
-        ..Exchange::default()
-    }
-}
-
 impl Provider for AnthropicMessages {
     fn chat<'a>(&'a self, credential: &'a Secret, request: &'a ChatRequest) -> BoxFuture<'a, Exchange> {
         let recorded = self.post(self.body(request), false);
@@ -112,11 +101,17 @@ impl Provider for AnthropicMessages {
     }
 
     fn store<'a>(&'a self, _: &'a Secret, _: &'a str, _: Option<&'a str>) -> BoxFuture<'a, Exchange> {
-        Box::pin(std::future::ready(unsupported("stored responses")))
+        Box::pin(std::future::ready(super::not_offered(
+            "Anthropic Messages API",
+            "stored responses",
+        )))
     }
 
     fn fetch_stored<'a>(&'a self, _: &'a Secret, _: &'a str) -> BoxFuture<'a, Exchange> {
-        Box::pin(std::future::ready(unsupported("stored responses")))
+        Box::pin(std::future::ready(super::not_offered(
+            "Anthropic Messages API",
+            "stored responses",
+        )))
     }
 
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange> {

@@ -353,11 +353,17 @@ impl Provider for CommandAdapter {
     }
 
     fn store<'a>(&'a self, _: &'a Secret, _: &'a str, _: Option<&'a str>) -> BoxFuture<'a, Exchange> {
-        Box::pin(std::future::ready(unsupported()))
+        Box::pin(std::future::ready(super::not_offered(
+            "command protocol",
+            "stored responses",
+        )))
     }
 
     fn fetch_stored<'a>(&'a self, _: &'a Secret, _: &'a str) -> BoxFuture<'a, Exchange> {
-        Box::pin(std::future::ready(unsupported()))
+        Box::pin(std::future::ready(super::not_offered(
+            "command protocol",
+            "stored responses",
+        )))
     }
 
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange> {
@@ -375,15 +381,5 @@ impl Provider for CommandAdapter {
         } else {
             Vec::new()
         }
-    }
-}
-
-fn unsupported() -> Exchange {
-    Exchange {
-        transport_error: Some(TransportError {
-            kind: TransportErrorKind::Request,
-            message: "the command protocol has no stored responses; nothing was sent".into(),
-        }),
-        ..Exchange::default()
     }
 }

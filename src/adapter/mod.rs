@@ -71,6 +71,18 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// The exchange of a request `api` cannot make because it has no `what` (stored
+/// responses, for most): nothing is sent, and the exchange says so.
+pub(super) fn not_offered(api: &str, what: &str) -> Exchange {
+    Exchange {
+        transport_error: Some(TransportError {
+            kind: TransportErrorKind::Request,
+            message: format!("the {api} has no {what}; nothing was sent"),
+        }),
+        ..Exchange::default()
+    }
+}
+
 /// A kind of request a vendor must refuse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]

@@ -18,7 +18,7 @@
 use super::http::{Auth, Dialect, Http};
 use super::{
     ApiError, BoxFuture, ChatRequest, Exchange, InvalidRequest, Limits, Provider, RecordedRequest, SseFrame,
-    TransportError, TransportErrorKind, Usage,
+    TransportError, Usage,
 };
 use crate::credential::Secret;
 use serde_json::{Value, json};
@@ -79,11 +79,17 @@ impl Provider for WorkersAi {
     }
 
     fn store<'a>(&'a self, _: &'a Secret, _: &'a str, _: Option<&'a str>) -> BoxFuture<'a, Exchange> {
-        Box::pin(std::future::ready(unsupported()))
+        Box::pin(std::future::ready(super::not_offered(
+            "Workers AI REST API",
+            "stored responses",
+        )))
     }
 
     fn fetch_stored<'a>(&'a self, _: &'a Secret, _: &'a str) -> BoxFuture<'a, Exchange> {
-        Box::pin(std::future::ready(unsupported()))
+        Box::pin(std::future::ready(super::not_offered(
+            "Workers AI REST API",
+            "stored responses",
+        )))
     }
 
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange> {
@@ -125,17 +131,6 @@ impl Provider for WorkersAi {
 
     fn reports_finish_reason(&self) -> bool {
         false
-    }
-}
-
-/// An exchange for something this API does not offer; nothing is sent.
-fn unsupported() -> Exchange {
-    Exchange {
-        transport_error: Some(TransportError {
-            kind: TransportErrorKind::Request,
-            message: "the Workers AI REST API has no stored responses; nothing was sent".into(),
-        }),
-        ..Exchange::default()
     }
 }
 
