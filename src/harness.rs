@@ -16,10 +16,11 @@
 use crate::canary::RunSecret;
 use crate::credential::{Redactor, Secret};
 use crate::exit;
+use crate::inert::{Sink, inert};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
 use crate::report::key::{self, KeyError};
 use crate::report::{
-    CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, Report, RunSecretRecord, SuiteFile,
+    CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, Refused, Report, RunSecretRecord, SuiteFile,
     SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
 };
 use crate::session::Session;
@@ -115,6 +116,21 @@ pub enum HarnessError {
     /// A request could not be made or recorded.
     #[error(transparent)]
     Session(#[from] crate::session::SessionError),
+    /// The vendor answered the credential check with a redirect, which is never
+    /// followed.
+    #[error(
+        "the vendor answered tenant {tenant}'s credential check ({url}) with HTTP {status} to {location}; tenantcheck follows no redirect, so that no credential leaves the vendor's origin; fix: if that address is the vendor's own, set base_url to it"
+    )]
+    Redirected {
+        /// The URL asked.
+        url: String,
+        /// The tenant.
+        tenant: String,
+        /// The 3xx status.
+        status: u16,
+        /// Where it pointed.
+        location: String,
+    },
     /// The vendor could not be reached.
     #[error("the vendor at {url} could not be reached as tenant {tenant}: {error}")]
     Unreachable {
@@ -309,9 +325,9 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             let kind = case.threat.to_string();
             Trial::test(case.id.clone(), move || {
                 let id = case.id.clone();
-                if let Some(signal) = session.interrupted() {
+                if let Some(why) = session.stopped() {
                     unfinished.lock().expect("lock poisoned").insert(id.clone());
-                    let summary = format!("not run: the run was interrupted by {signal}");
+                    let summary = format!("not run: {why}");
                     results
                         .lock()
                         .expect("results lock poisoned")
@@ -341,20 +357,22 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                 };
                 let mut outcome = outcome;
                 if session.was_cut(&id) && outcome.verdict != Verdict::Fail {
-                    // Cut short by the interruption: never a pass, and a resumed run
-                    // runs it again. (A failure stands: its finding is evidence.)
+                    // Cut short by an interruption or the vendor's refusals: never a
+                    // pass, and a resumed run runs it again. (A failure stands: its
+                    // finding is evidence.)
                     unfinished.lock().expect("lock poisoned").insert(id.clone());
                     if outcome.verdict == Verdict::Pass {
                         outcome.verdict = Verdict::Inconclusive;
                         outcome.summary = format!(
-                            "interrupted by {} before it finished: {}",
-                            session.interrupted().unwrap_or("a signal"),
+                            "stopped before it finished ({}): {}",
+                            session.stopped().unwrap_or_else(|| "interrupted".into()),
                             outcome.summary
                         );
                     }
                 }
                 let verdict = outcome.verdict;
-                let summary = redactor.redact(&outcome.summary).into_owned();
+                // libtest-mimic prints this: one line, vendor text inert.
+                let summary = inert(&redactor.redact(&outcome.summary), Sink::Terminal).into_owned();
                 results.lock().expect("results lock poisoned").insert(id, outcome);
                 match verdict {
                     Verdict::Pass | Verdict::Skipped => Ok(()),
@@ -407,6 +425,12 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         .collect();
     let interrupted = session.interrupted().map(|signal| Interruption {
         signal: signal.to_owned(),
+        stopped_at: crate::now_rfc3339(),
+        unfinished: unfinished.clone(),
+    });
+    let refused = session.refused().filter(|_| interrupted.is_none()).map(|refusal| Refused {
+        refusal: refusal.clone(),
+        reason: refusal.to_string(),
         stopped_at: crate::now_rfc3339(),
         unfinished,
     });
@@ -462,6 +486,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         canaries: session.issued(),
         cases,
         interrupted,
+        refused,
         resumed_at,
     };
     report.tally();
@@ -499,9 +524,11 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         fresh_key && resumed.is_none(),
         session.spent(),
     );
+    let credential_refused = report.refused.as_ref().is_some_and(|r| r.refusal.is_credential());
     let exit_code = match (report.verdict, &report.interrupted) {
         (Verdict::Fail, _) => exit::FAILED,
         (_, Some(_)) => exit::INTERRUPTED,
+        _ if credential_refused => exit::SETUP_ERROR,
         (Verdict::Inconclusive, None) => exit::INCONCLUSIVE,
         (Verdict::Pass | Verdict::Skipped, None) => exit::SUCCESS,
     };
@@ -591,14 +618,18 @@ impl Resumed {
         let verified = crate::report::verify(&envelope, &public, Some(&transcript), None, |_| {})
             .map_err(|e| problem(format!("its report does not verify, so it cannot be continued: {e}")))?;
         let report = verified.report().clone();
-        let Some(interrupted) = &report.interrupted else {
-            return Err(problem(
-                "its run was not interrupted: there is nothing to resume".into(),
-            ));
+        let unfinished = match (&report.interrupted, &report.refused) {
+            (Some(i), _) => i.unfinished.clone(),
+            (None, Some(r)) => r.unfinished.clone(),
+            (None, None) => {
+                return Err(problem(
+                    "its run was not interrupted or stopped: there is nothing to resume".into(),
+                ));
+            }
         };
         Ok(Resumed {
             dir: dir.to_owned(),
-            unfinished: interrupted.unfinished.clone(),
+            unfinished,
             report,
             public,
             at: crate::now_rfc3339(),
@@ -736,10 +767,21 @@ pub(crate) async fn preflight(session: &Session, origin: &Path) -> Result<(), Ha
         let sent = session.list_models(PREFLIGHT, tenant).await?;
         let ex = sent.exchange;
         if let Some(err) = ex.transport_error {
+            // The message may quote the vendor (a command adapter's standard error).
+            let error = session.redact(&err.to_string());
             return Err(HarnessError::Unreachable {
                 url: ex.request.url,
                 tenant: tenant.to_owned(),
-                error: err.to_string(),
+                error: inert(&error, Sink::Terminal).into_owned(),
+            });
+        }
+        if let Some(status @ 300..=399) = ex.status {
+            let location = ex.headers.get("location").map(|l| session.redact(l));
+            return Err(HarnessError::Redirected {
+                url: ex.request.url,
+                tenant: tenant.to_owned(),
+                status,
+                location: inert(location.as_deref().unwrap_or("nowhere"), Sink::Terminal).into_owned(),
             });
         }
         if let Some(status @ (401 | 403)) = ex.status {
@@ -782,7 +824,7 @@ fn tool_bug(panic: &Box<dyn std::any::Any + Send>) -> Outcome {
 /// A report with every secret the run knows removed from every string in it.
 fn redact_report(report: &Report, redactor: &Redactor) -> Report {
     let json = serde_json::to_string(report).expect("reports serialise");
-    match redactor.redact(&json) {
+    match redactor.redact_json_text(&json) {
         std::borrow::Cow::Borrowed(_) => report.clone(),
         std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).expect("redaction keeps JSON valid"),
     }
@@ -837,9 +879,9 @@ fn print_summary(
             out,
             "{:<12} {} [{}]: {}",
             c.outcome.verdict.label(),
-            c.id,
+            inert(&c.id, Sink::Terminal),
             c.threat,
-            c.outcome.summary
+            inert(&c.outcome.summary, Sink::Terminal)
         )?;
     }
     writeln!(out)?;
@@ -879,6 +921,16 @@ fn print_summary(
         spent.requests, spent.prompt_tokens, spent.completion_tokens, spent.usd
     )?;
     writeln!(out, "verdict:    {} ({})", report.verdict.label(), report.totals)?;
+    if let Some(r) = &report.refused {
+        writeln!(
+            out,
+            "stopped:    {}; {} cases unfinished ({}); continue, once the vendor answers, with: tenantcheck run --resume {}",
+            inert(&r.reason, Sink::Terminal),
+            r.unfinished.len(),
+            inert(&r.unfinished.join(", "), Sink::Terminal),
+            run_dir.display()
+        )?;
+    }
     if let Some(i) = &report.interrupted {
         writeln!(
             out,

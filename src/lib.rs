@@ -31,6 +31,7 @@ pub mod canary;
 pub mod credential;
 pub mod exit;
 pub mod harness;
+pub mod inert;
 pub mod outcome;
 pub mod plan;
 pub mod probe;
@@ -44,6 +45,7 @@ pub mod sim;
 pub mod suite;
 pub mod transcript;
 pub mod vendor;
+pub mod version;
 
 /// The version of this tool, as recorded in every report.
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");

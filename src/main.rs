@@ -11,10 +11,30 @@ use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
 use tenantcheck::report::{self, key};
 use tenantcheck::schema::Schema;
+use tenantcheck::inert::{Sink, inert};
 use tenantcheck::sim::{Chaos, Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
 /// long-context admission, with signed evidence reports.
+/// `println!` for text that may quote a vendor or a report a vendor handed over: one
+/// line, every control, escape and bidi character shown escaped.
+macro_rules! say {
+    ($($arg:tt)*) => { println!("{}", inert(&format!($($arg)*), Sink::Terminal)) };
+}
+
+/// `eprintln!` with the same rule as [`say!`].
+macro_rules! tell {
+    ($($arg:tt)*) => { eprintln!("{}", inert(&format!($($arg)*), Sink::Terminal)) };
+}
+
+/// An error of the harness on standard error: its own lines kept (a profile error
+/// quotes the file), each shown as [`tell!`] shows one.
+fn error_lines(e: &dyn std::fmt::Display) {
+    for line in format!("error: {e}").lines() {
+        tell!("{line}");
+    }
+}
+
 #[derive(Parser)]
 #[command(name = "tenantcheck", version)]
 struct Cli {
@@ -256,11 +276,11 @@ fn main() -> ExitCode {
             let out = out.unwrap_or_else(|| run_dir.join(tenantcheck::bundle::BUNDLE_FILE));
             match tenantcheck::bundle::write(&run_dir, &out) {
                 Ok(()) => {
-                    println!("wrote {}", out.display());
+                    say!("wrote {}", out.display());
                     exit::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    tell!("error: {e}");
                     exit::SETUP_ERROR
                 }
             }
@@ -293,7 +313,7 @@ fn run(args: RunArgs) -> u8 {
     match result {
         Ok(result) => result.exit_code,
         Err(e) => {
-            eprintln!("error: {e}");
+            error_lines(&e);
             exit::SETUP_ERROR
         }
     }
@@ -308,7 +328,7 @@ fn sim(args: SimArgs) -> u8 {
     let mut tenants = Vec::new();
     for spec in &specs {
         let Some((label, env)) = spec.split_once('=') else {
-            eprintln!("error: --tenant {spec:?}: write LABEL=ENV, for example a=TENANTCHECK_KEY_A");
+            tell!("error: --tenant {spec:?}: write LABEL=ENV, for example a=TENANTCHECK_KEY_A");
             return exit::SETUP_ERROR;
         };
         match std::env::var(env) {
@@ -316,7 +336,7 @@ fn sim(args: SimArgs) -> u8 {
                 tenants.push((label.to_owned(), Secret::new(v)))
             }
             Ok(v) if !v.is_empty() => {
-                eprintln!(
+                tell!(
                     "error: tenant {label}: the key in {env} has {} characters; use at least {}",
                     v.chars().count(),
                     tenantcheck::vendor::MIN_CREDENTIAL_CHARS
@@ -324,7 +344,7 @@ fn sim(args: SimArgs) -> u8 {
                 return exit::SETUP_ERROR;
             }
             _ => {
-                eprintln!(
+                tell!(
                     "error: tenant {label}: environment variable {env} is not set; fix: export {env} with the key this tenant should use"
                 );
                 return exit::SETUP_ERROR;
@@ -332,7 +352,7 @@ fn sim(args: SimArgs) -> u8 {
         }
     }
     if args.context < 64 || args.page_tokens == 0 {
-        eprintln!("error: --context must be at least 64 and --page-tokens at least 1");
+        tell!("error: --context must be at least 64 and --page-tokens at least 1");
         return exit::SETUP_ERROR;
     }
     let config = SimConfig {
@@ -358,7 +378,7 @@ fn sim(args: SimArgs) -> u8 {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            tell!("error: cannot start the async runtime: {e}");
             return exit::SETUP_ERROR;
         }
     };
@@ -386,16 +406,16 @@ fn sim(args: SimArgs) -> u8 {
         let server = match SimServer::start(config, args.listen).await {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("error: cannot listen on {}: {e}", args.listen);
+                tell!("error: cannot listen on {}: {e}", args.listen);
                 return exit::SETUP_ERROR;
             }
         };
-        println!("tenantcheck sim: listening on {} ({summary})", server.base_url());
+        say!("tenantcheck sim: listening on {} ({summary})", server.base_url());
         let _ = std::io::stdout().flush();
         tokio::select! {
             r = server.wait() => match r {
                 Ok(()) => exit::SUCCESS,
-                Err(e) => { eprintln!("error: the server stopped: {e}"); exit::SETUP_ERROR }
+                Err(e) => { tell!("error: the server stopped: {e}"); exit::SETUP_ERROR }
             },
             _ = shutdown_signal() => exit::SUCCESS,
         }
@@ -427,13 +447,13 @@ async fn shutdown_signal() {
 fn keygen(out: &Path) -> u8 {
     match key::write_new_pair(out) {
         Ok((k, private, public)) => {
-            println!("private key: {} (keep it private)", private.display());
-            println!("public key:  {}", public.display());
-            println!("key id:      {}", key::key_id(&k.verifying_key()));
+            say!("private key: {} (keep it private)", private.display());
+            say!("public key:  {}", public.display());
+            say!("key id:      {}", key::key_id(&k.verifying_key()));
             exit::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             exit::SETUP_ERROR
         }
     }
@@ -447,17 +467,17 @@ fn verify_bundle(path: &Path, bytes: &[u8], key_path: Option<&Path>, challenge: 
     let key = match key_path.map(key::read_public).transpose() {
         Ok(k) => k,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return exit::SETUP_ERROR;
         }
     };
     if key.is_none() {
-        println!("note: no --key given: the key inside the bundle is used, which shows integrity, not who signed");
+        say!("note: no --key given: the key inside the bundle is used, which shows integrity, not who signed");
     }
-    match tenantcheck::bundle::verify(bytes, key.as_ref(), challenge, |c| println!("ok: {c}")) {
+    match tenantcheck::bundle::verify(bytes, key.as_ref(), challenge, |c| say!("ok: {c}")) {
         Ok(b) => {
             let r = b.report.report();
-            println!(
+            say!(
                 "verified: bundle {} signed by {}: verdict {} ({})",
                 path.display(),
                 b.report.key_id(),
@@ -467,8 +487,8 @@ fn verify_bundle(path: &Path, bytes: &[u8], key_path: Option<&Path>, challenge: 
             exit::SUCCESS
         }
         Err(e) => {
-            println!("FAILED: {e}");
-            eprintln!("error: {} does not verify: {e}", path.display());
+            say!("FAILED: {e}");
+            tell!("error: {} does not verify: {e}", path.display());
             exit::FAILED
         }
     }
@@ -483,7 +503,7 @@ fn parse_challenge(text: &str) -> Result<Challenge, String> {
 
 fn render(envelope: &Path, key: Option<&Path>, transcript: Option<&Path>, outputs: [Option<PathBuf>; 3]) -> u8 {
     if outputs.iter().all(Option::is_none) {
-        eprintln!("error: name at least one of --html FILE, --md FILE, --junit FILE");
+        tell!("error: name at least one of --html FILE, --md FILE, --junit FILE");
         return exit::SETUP_ERROR;
     }
     let beside = |name: &str| envelope.parent().unwrap_or(Path::new(".")).join(name);
@@ -500,14 +520,14 @@ fn render(envelope: &Path, key: Option<&Path>, transcript: Option<&Path>, output
     let (bytes, transcript, public) = match inputs {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return exit::SETUP_ERROR;
         }
     };
     let verified = match report::verify(&bytes, &public, transcript.as_deref(), None, |_| {}) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!(
+            tell!(
                 "error: {} does not verify, so it is not rendered: {e}",
                 envelope.display()
             );
@@ -527,10 +547,10 @@ fn render(envelope: &Path, key: Option<&Path>, transcript: Option<&Path>, output
     for (path, text) in texts {
         let Some(path) = path else { continue };
         if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("error: {}: {e}", path.display());
+            tell!("error: {}: {e}", path.display());
             return exit::SETUP_ERROR;
         }
-        println!("wrote {}", path.display());
+        say!("wrote {}", path.display());
     }
     exit::SUCCESS
 }
@@ -539,7 +559,7 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
     let bytes = match std::fs::read(envelope) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("error: {}: {e}", envelope.display());
+            tell!("error: {}: {e}", envelope.display());
             return exit::SETUP_ERROR;
         }
     };
@@ -547,13 +567,13 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
         return verify_bundle(envelope, &bytes, key_path, challenge);
     }
     let Some(key_path) = key_path else {
-        eprintln!("error: --key PUB is needed to verify an envelope (the signer's public key)");
+        tell!("error: --key PUB is needed to verify an envelope (the signer's public key)");
         return exit::SETUP_ERROR;
     };
     let public = match key::read_public(key_path) {
         Ok(k) => k,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return exit::SETUP_ERROR;
         }
     };
@@ -569,22 +589,22 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
         Some(p) => match std::fs::read(p) {
             Ok(b) => Some(b),
             Err(e) => {
-                eprintln!("error: {}: {e}", p.display());
+                tell!("error: {}: {e}", p.display());
                 return exit::SETUP_ERROR;
             }
         },
         None => None,
     };
     let result = report::verify(&bytes, &public, transcript_bytes.as_deref(), challenge, |check| {
-        println!("ok: {check}");
+        say!("ok: {check}");
     });
     match result {
         Ok(verified) => {
             if verified.transcript().is_none() {
-                println!("not checked: the transcript (none beside the envelope; pass --transcript FILE)");
+                say!("not checked: the transcript (none beside the envelope; pass --transcript FILE)");
             }
             let r = verified.report();
-            println!(
+            say!(
                 "verified: {} signed by {}: verdict {} ({})",
                 envelope.display(),
                 verified.key_id(),
@@ -594,8 +614,8 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
             exit::SUCCESS
         }
         Err(e) => {
-            println!("FAILED: {e}");
-            eprintln!("error: {} does not verify: {e}", envelope.display());
+            say!("FAILED: {e}");
+            tell!("error: {} does not verify: {e}", envelope.display());
             exit::FAILED
         }
     }

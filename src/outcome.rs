@@ -215,6 +215,11 @@ pub enum FindingCode {
     /// A prompt prefix one key sent was served from cache to another key, beyond what
     /// the vendor declares (T7).
     SharedPrefixCache,
+    /// A request was answered with a redirect (3xx) instead of an answer. tenantcheck
+    /// follows none, so no credential leaves the vendor's origin, and the answer it
+    /// pointed to was not judged; an API that redirects its calls would take a client
+    /// that follows redirects, and its key, wherever it points (T5).
+    Redirected,
     /// The probe itself failed: a bug in tenantcheck, not in the vendor.
     ToolBug,
 }

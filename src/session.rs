@@ -93,6 +93,74 @@ pub struct Session {
     stop: tokio::sync::watch::Receiver<Option<&'static str>>,
     /// The cases the interruption cut: a request refused or abandoned because of it.
     cut: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Answers in a row that refused requests which should succeed.
+    refusals: std::sync::Mutex<Refusals>,
+    /// Set once the vendor has refused enough: no request is sent after it.
+    refused: std::sync::OnceLock<Refusal>,
+    /// Every answer that redirected, by case: judged by [`crate::probe::run`].
+    redirects: std::sync::Mutex<Vec<(String, Redirect)>>,
+}
+
+/// The run of identical refusals so far.
+#[derive(Debug, Default)]
+struct Refusals {
+    /// The status and the tenant of the last answer, when it was a refusal.
+    last: Option<(u16, String)>,
+    /// How many answers in a row had it.
+    count: u32,
+}
+
+/// Why the session stopped sending: the vendor refused every request of a run of
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Refusal {
+    /// The tenant whose requests were refused last.
+    pub tenant: String,
+    /// The HTTP status of the refusals.
+    pub status: u16,
+    /// How many answers in a row refused.
+    pub count: u32,
+    /// The transcript line of the last of them.
+    pub last_seq: u64,
+}
+
+impl Refusal {
+    /// Whether the vendor refused the tenant's credential (401, 403): the run cannot
+    /// go on with it, which is a setup error, not a verdict.
+    pub fn is_credential(&self) -> bool {
+        matches!(self.status, 401 | 403)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_credential() {
+            write!(
+                f,
+                "the vendor refused tenant {}'s credential (HTTP {}) on a request that should succeed (transcript #{}), after the credential check had passed",
+                self.tenant, self.status, self.last_seq
+            )
+        } else {
+            write!(
+                f,
+                "the vendor answered {} requests in a row HTTP {} (the last, tenant {}'s, transcript #{}): it is failing, not under test",
+                self.count, self.status, self.tenant, self.last_seq
+            )
+        }
+    }
+}
+
+/// An answer that redirected instead of answering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redirect {
+    /// The tenant that asked.
+    pub tenant: String,
+    /// Its transcript line.
+    pub seq: u64,
+    /// The 3xx status.
+    pub status: u16,
+    /// Where it pointed (the `Location` header), if anywhere.
+    pub location: Option<String>,
 }
 
 /// The most a run may send; `None`: no limit. Checked before every request, with the
@@ -195,6 +263,10 @@ pub enum SessionError {
     /// The run was interrupted by this signal; nothing more is sent.
     #[error("the run was interrupted by {0}")]
     Interrupted(&'static str),
+    /// The vendor refused a run of requests that should have succeeded; nothing more
+    /// is sent.
+    #[error("{0}")]
+    Refused(Refusal),
 }
 
 impl Session {
@@ -221,6 +293,61 @@ impl Session {
             leaks: Default::default(),
             stop: tokio::sync::watch::channel(None).1,
             cut: Default::default(),
+            refusals: Default::default(),
+            refused: Default::default(),
+            redirects: Default::default(),
+        }
+    }
+
+    /// `text` with the run's credentials redacted, for messages that quote the vendor.
+    pub fn redact(&self, text: &str) -> String {
+        self.transcript.redact(text)
+    }
+
+    /// Why the vendor made the session stop sending, if it did.
+    pub fn refused(&self) -> Option<&Refusal> {
+        self.refused.get()
+    }
+
+    /// Why no more requests are sent, if none are: an interruption or the vendor's
+    /// refusals.
+    pub fn stopped(&self) -> Option<String> {
+        match (self.interrupted(), self.refused()) {
+            (Some(signal), _) => Some(format!("the run was interrupted by {signal}")),
+            (None, Some(r)) => Some(r.to_string()),
+            (None, None) => None,
+        }
+    }
+
+    /// Every answer recorded under `case` that redirected.
+    pub fn redirects_in(&self, case: &str) -> Vec<Redirect> {
+        let redirects = self.redirects.lock().expect("redirect list poisoned");
+        redirects.iter().filter(|(c, _)| c == case).map(|(_, r)| r.clone()).collect()
+    }
+
+    /// Counts an answer to a request that should have succeeded: a run of identical
+    /// refusals long enough stops the session (a 401 or 403 at once).
+    fn note_refusal(&self, tenant: &str, seq: u64, ex: &Exchange) {
+        let refusal = match ex.status {
+            Some(s @ (401 | 403)) => Some((s, 1)),
+            Some(s @ 500..=599) => Some((s, self.profile.stop_after_server_errors)),
+            _ => None,
+        };
+        let mut run = self.refusals.lock().expect("refusal count poisoned");
+        let Some((status, limit)) = refusal else {
+            *run = Refusals::default();
+            return;
+        };
+        let same = run.last.as_ref().is_some_and(|(s, t)| *s == status && (status >= 500 || t == tenant));
+        run.count = if same { run.count + 1 } else { 1 };
+        run.last = Some((status, tenant.to_owned()));
+        if run.count >= limit {
+            let _ = self.refused.set(Refusal {
+                tenant: tenant.to_owned(),
+                status,
+                count: run.count,
+                last_seq: seq,
+            });
         }
     }
 
@@ -434,6 +561,7 @@ impl Session {
             .call(
                 case,
                 tenant,
+                true,
                 (tokens, u64::from(request.max_tokens)),
                 || serde_json::to_value(request).unwrap_or_default(),
                 |p, key| p.chat(key, request),
@@ -448,6 +576,7 @@ impl Session {
         self.call(
             case,
             tenant,
+            true,
             (0, 0),
             || serde_json::json!({ "op": "list_models" }),
             |p, key| p.list_models(key),
@@ -467,6 +596,7 @@ impl Session {
         self.call(
             case,
             tenant,
+            true,
             (tokens, 96),
             || serde_json::json!({ "op": "store", "input": input, "previous": previous }),
             |p, key| p.store(key, input, previous),
@@ -479,6 +609,7 @@ impl Session {
         self.call(
             case,
             tenant,
+            false,
             (0, 0),
             || serde_json::json!({ "op": "fetch_stored", "id": id }),
             |p, key| p.fetch_stored(key, id),
@@ -501,6 +632,7 @@ impl Session {
         self.call(
             case,
             tenant,
+            false,
             (4, max_tokens),
             || serde_json::json!({ "op": "invalid", "invalid": kind, "stream": stream }),
             |p, key| p.invalid(key, kind, stream),
@@ -510,10 +642,14 @@ impl Session {
 
     /// The one path to the vendor: the tenant's key, a concurrency permit, the
     /// provider call, and the transcript line.
+    ///
+    /// `valid`: the request should succeed, so a refusal of it counts towards stopping
+    /// the run (see [`Session::refused`]).
     async fn call<'a>(
         &'a self,
         case: &str,
         tenant: &str,
+        valid: bool,
         (prompt_tokens, max_tokens): (u64, u64),
         describe: impl Fn() -> serde_json::Value,
         request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
@@ -522,6 +658,10 @@ impl Session {
         if let Some(signal) = self.interrupted() {
             self.note_cut(case);
             return Err(SessionError::Interrupted(signal));
+        }
+        if let Some(refusal) = self.refused() {
+            self.note_cut(case);
+            return Err(SessionError::Refused(refusal.clone()));
         }
         self.charge(prompt_tokens, max_tokens)?;
         let mut attempt = 0;
@@ -549,12 +689,16 @@ impl Session {
             };
             let wait = retry_after(&exchange, attempt);
             let sent = self.record(case, tenant, exchange)?;
+            if valid {
+                self.note_refusal(tenant, sent.seq, &sent.exchange);
+            }
             // Every attempt is in the transcript; a retry is charged like any request,
             // and none is made past the budget.
             match wait {
                 Some(wait)
                     if attempt < RETRIES
                         && self.interrupted().is_none()
+                        && self.refused().is_none()
                         && self.charge(prompt_tokens, max_tokens).is_ok() =>
                 {
                     tokio::time::sleep(wait).await;
@@ -587,6 +731,18 @@ impl Session {
     fn record(&self, case: &str, tenant: &str, exchange: Exchange) -> Result<Sent, SessionError> {
         let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
         self.note_leaks(case, tenant, seq, &exchange);
+        if let Some(status @ 300..=399) = exchange.status {
+            let redirect = Redirect {
+                tenant: tenant.to_owned(),
+                seq,
+                status,
+                location: exchange.headers.get("location").cloned(),
+            };
+            self.redirects
+                .lock()
+                .expect("redirect list poisoned")
+                .push((case.to_owned(), redirect));
+        }
         if self.progress {
             // One line, rewritten in place: long cases show they are moving. No
             // credential can be in it: labels, numbers and the status only.

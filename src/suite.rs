@@ -15,6 +15,7 @@
 //! the suite it was built with; `--suite DIR` runs the files of a folder instead.
 
 use crate::probe::{ParamsError, ProbeSpec};
+use crate::version::{Affected, Range};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -105,64 +106,28 @@ pub struct Advisory {
 }
 
 impl Advisory {
-    /// Whether `engine` at `version` is affected.
-    pub fn affects(&self, engine: &str, version: &str) -> bool {
+    /// Whether `engine` at `version` is affected; [`Affected::Unknown`] when the
+    /// version cannot be read (never "not affected").
+    pub fn affects(&self, engine: &str, version: &str) -> Affected {
         if !self.engine.eq_ignore_ascii_case(engine) {
-            return false;
+            return Affected::No;
         }
-        let Some(v) = parse_version(version) else {
-            return false;
-        };
-        self.affected.split(',').all(|clause| {
-            let clause = clause.trim();
-            let (op, rest) = ["<=", ">=", "<", ">", "="]
-                .iter()
-                .find_map(|op| clause.strip_prefix(op).map(|r| (*op, r)))
-                .unwrap_or(("=", clause));
-            let Some(bound) = parse_version(rest.trim()) else {
-                return false;
-            };
-            let ord = compare(&v, &bound);
-            match op {
-                "<" => ord.is_lt(),
-                "<=" => ord.is_le(),
-                ">" => ord.is_gt(),
-                ">=" => ord.is_ge(),
-                _ => ord.is_eq(),
-            }
-        })
+        match Range::read(&self.affected) {
+            Ok(range) => range.affects(version),
+            Err(e) => Affected::Unknown(format!("advisory {}: {e}", self.id)),
+        }
     }
 
     fn check(&self) -> Result<(), SuiteErrorKind> {
-        let bad = self.affected.split(',').any(|clause| {
-            let c = clause.trim().trim_start_matches(['<', '>', '=']);
-            parse_version(c.trim()).is_none()
-        });
-        if bad {
-            return Err(SuiteErrorKind::Invalid {
+        Range::read(&self.affected)
+            .map(|_| ())
+            .map_err(|e| SuiteErrorKind::Invalid {
                 field: "affected",
                 problem: format!(
-                    "{:?} is not a list of version comparisons such as \"< 0.5.22\"",
-                    self.affected
+                    "{e}: write version comparisons joined by commas, such as \"< 0.5.22\" or \">= 0.4, < 0.5.22\""
                 ),
-            });
-        }
-        Ok(())
+            })
     }
-}
-
-fn parse_version(v: &str) -> Option<Vec<u64>> {
-    let v = v.trim().trim_start_matches('v');
-    let core = v.split(['-', '+']).next()?;
-    core.split('.').map(|p| p.parse().ok()).collect()
-}
-
-fn compare(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
-    let n = a.len().max(b.len());
-    (0..n)
-        .map(|i| a.get(i).unwrap_or(&0).cmp(b.get(i).unwrap_or(&0)))
-        .find(|o| o.is_ne())
-        .unwrap_or(std::cmp::Ordering::Equal)
 }
 
 /// One case.
@@ -538,14 +503,17 @@ probe = "isolation.canary-residue"
             .iter()
             .find(|a| a.id == "sglang-rejected-kv-reuse")
             .unwrap();
-        assert!(a.affects("sglang", "0.5.20"));
-        assert!(a.affects("SGLang", "0.5.21"));
-        assert!(!a.affects("sglang", "0.5.22"));
-        assert!(!a.affects("sglang", "0.6"));
-        assert!(!a.affects("vllm", "0.5.0"));
+        assert_eq!(a.affects("sglang", "0.5.20"), Affected::Yes);
+        assert_eq!(a.affects("SGLang", "0.5.21"), Affected::Yes);
+        assert_eq!(a.affects("sglang", "0.5.21.post1"), Affected::Yes);
+        assert_eq!(a.affects("sglang", "0.5.22"), Affected::No);
+        assert_eq!(a.affects("sglang", "0.6"), Affected::No);
+        assert_eq!(a.affects("vllm", "0.5.0"), Affected::No);
+        assert!(matches!(a.affects("sglang", "main"), Affected::Unknown(_)));
         let mut b = a.clone();
         b.affected = ">= 0.4, < 0.5.22".into();
-        assert!(!b.affects("sglang", "0.3.9") && b.affects("sglang", "0.4.0"));
+        assert_eq!(b.affects("sglang", "0.3.9"), Affected::No);
+        assert_eq!(b.affects("sglang", "0.4.0"), Affected::Yes);
     }
 
     #[test]

@@ -154,6 +154,11 @@ impl Transcript {
         Ok(t)
     }
 
+    /// `text` with the run's credentials redacted.
+    pub fn redact(&self, text: &str) -> String {
+        self.redactor.redact(text).into_owned()
+    }
+
     /// Appends one exchange; returns its sequence number.
     pub fn append_exchange(&self, case: &str, tenant: &str, exchange: &Exchange) -> std::io::Result<u64> {
         self.append(Record::Exchange { case, tenant, exchange })
@@ -163,7 +168,7 @@ impl Transcript {
         // The record is serialised and redacted before the lock is taken: only the
         // chain fields and the write wait for the previous line.
         let body = serde_json::to_string(&record).map_err(std::io::Error::other)?;
-        let body = self.redactor.redact(&body);
+        let body = self.redactor.redact_json_text(&body);
         let fields = body.strip_prefix('{').expect("a record is a JSON object");
         let mut inner = self.inner.lock().expect("transcript lock poisoned");
         let seq = inner.next_seq;

@@ -49,6 +49,12 @@ pub struct VendorProfile {
     /// rest is left unread and the exchange is recorded as too large. Default 32 MiB.
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: u64,
+    /// After this many answers in a row with the same 5xx status to requests that
+    /// should succeed, the run stops sending: the vendor is down, not under test. The
+    /// remaining cases are inconclusive and the report is signed. (A 401 or 403 to
+    /// such a request stops the run at once.) Default 20.
+    #[serde(default = "default_stop_after_server_errors")]
+    pub stop_after_server_errors: u32,
     /// How many requests may be in flight at once, over all tenants.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
@@ -310,6 +316,10 @@ fn default_max_response_bytes() -> u64 {
     crate::adapter::Limits::DEFAULT_MAX_RESPONSE_BYTES
 }
 
+fn default_stop_after_server_errors() -> u32 {
+    20
+}
+
 fn default_concurrency() -> u32 {
     4
 }
@@ -560,6 +570,13 @@ impl VendorProfile {
                 "max_response_bytes",
                 format!("is {}", self.max_response_bytes),
                 "allow at least 4096 bytes per answer (the default is 33554432, 32 MiB)",
+            ));
+        }
+        if self.stop_after_server_errors == 0 {
+            return Err(invalid(
+                "stop_after_server_errors",
+                "is 0".into(),
+                "stop after at least 1 server error in a row (the default is 20)",
             ));
         }
         if self.max_concurrency == 0 {

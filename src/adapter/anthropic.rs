@@ -38,6 +38,7 @@ impl AnthropicMessages {
     pub fn new(base_url: &str, model: &str, limits: impl Into<Limits>) -> Result<Self, TransportError> {
         Ok(AnthropicMessages {
             http: Http::new(
+                base_url,
                 limits.into(),
                 Auth::Header("x-api-key"),
                 vec![("anthropic-version", ANTHROPIC_VERSION)],

@@ -9,6 +9,11 @@
 //! unread and the exchange says so). No content encoding is asked for, so none is
 //! decoded: a compressed answer is a protocol error, and a compression bomb stays
 //! compressed.
+//!
+//! Nothing leaves the vendor's origin: every request's URL must have the scheme, host
+//! and port of the profile's `base_url`, or it is not sent (and the credential with
+//! it), and redirects are never followed. A 3xx answer is recorded as it came, with
+//! its `Location`, and the session judges it (see `Session::redirects_in`).
 
 use super::{Exchange, Limits, RecordedRequest, SseFrame, SseParser, TransportError, TransportErrorKind};
 use crate::credential::Secret;
@@ -18,6 +23,7 @@ use std::time::Instant;
 /// Response headers kept in the transcript (lowercase). Anything else, cookies in
 /// particular, is dropped.
 const KEPT_HEADERS: &[&str] = &[
+    "location",
     "content-type",
     "content-encoding",
     "content-length",
@@ -54,6 +60,8 @@ pub(super) enum Auth {
 #[derive(Clone, Debug)]
 pub(super) struct Http {
     client: reqwest::Client,
+    /// The profile's origin (scheme, host, port): the only one requests go to.
+    origin: reqwest::Url,
     limits: Limits,
     auth: Auth,
     /// Headers every request carries (an API version).
@@ -61,10 +69,22 @@ pub(super) struct Http {
 }
 
 impl Http {
-    pub fn new(limits: Limits, auth: Auth, fixed: Vec<(&'static str, &'static str)>) -> Result<Self, TransportError> {
+    /// A client for requests to `base_url`'s origin alone.
+    pub fn new(
+        base_url: &str,
+        limits: Limits,
+        auth: Auth,
+        fixed: Vec<(&'static str, &'static str)>,
+    ) -> Result<Self, TransportError> {
         crate::install_crypto_provider();
+        let origin = reqwest::Url::parse(base_url).map_err(|e| TransportError {
+            kind: TransportErrorKind::Request,
+            message: format!("the base URL {base_url:?} cannot be read: {e}"),
+        })?;
         let client = reqwest::Client::builder()
             .timeout(limits.timeout)
+            // A redirect could take the credential, or the judgement, to another host.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("tenantcheck/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| TransportError {
@@ -73,6 +93,7 @@ impl Http {
             })?;
         Ok(Http {
             client,
+            origin,
             limits,
             auth,
             fixed,
@@ -94,6 +115,13 @@ impl Http {
             request: recorded,
             ..Exchange::default()
         };
+        if let Err(problem) = self.on_origin(&ex.request.url) {
+            ex.transport_error = Some(TransportError {
+                kind: TransportErrorKind::OffOrigin,
+                message: problem,
+            });
+            return ex;
+        }
         let mut builder = match (ex.request.method.as_str(), &ex.request.body) {
             ("GET", _) => self.client.get(&ex.request.url),
             // A raw body that is not JSON travels as the string it is.
@@ -179,6 +207,27 @@ impl Http {
         }
         ex.timings.total_ms = ms();
         ex
+    }
+}
+
+impl Http {
+    /// Whether `url` is on the profile's origin: same scheme, host and port.
+    fn on_origin(&self, url: &str) -> Result<(), String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("the URL {url:?} cannot be read: {e}; nothing was sent"))?;
+        let o = &self.origin;
+        let same = parsed.scheme() == o.scheme()
+            && parsed.host_str() == o.host_str()
+            && parsed.port_or_known_default() == o.port_or_known_default()
+            && parsed.username().is_empty()
+            && parsed.password().is_none();
+        if same {
+            Ok(())
+        } else {
+            Err(format!(
+                "{url} is not on the vendor's origin {}; nothing was sent",
+                o.origin().ascii_serialization()
+            ))
+        }
     }
 }
 

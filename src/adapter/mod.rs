@@ -83,6 +83,23 @@ pub(super) fn not_offered(api: &str, what: &str) -> Exchange {
     }
 }
 
+/// `text` (an id the vendor chose) as one URL path segment: every byte but letters,
+/// digits, `-`, `.`, `_` and `~` percent-encoded, so that it cannot add segments, a
+/// query, or `..`.
+pub(super) fn path_segment(text: &str) -> String {
+    // `.` and `..` alone would be dot segments, which URL parsing resolves.
+    let dots_only = text.bytes().all(|b| b == b'.');
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_~".contains(&b) || (b == b'.' && !dots_only) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// A kind of request a vendor must refuse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -331,6 +348,9 @@ pub enum TransportErrorKind {
     /// The run was interrupted (SIGINT, SIGTERM) while the request was in flight; the
     /// connection was closed without waiting for the answer.
     Interrupted,
+    /// The request's URL was not on the origin of the profile's `base_url` (an object
+    /// id that named another host, say); it was not sent.
+    OffOrigin,
 }
 
 /// How much of an answer the harness reads, and how long it waits for it.
@@ -371,4 +391,17 @@ pub struct Timings {
     pub first_token_ms: Option<f64>,
     /// Until the answer was complete (or failed).
     pub total_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_segment;
+
+    #[test]
+    fn an_id_stays_one_path_segment() {
+        assert_eq!(path_segment("resp_abc-1.2"), "resp_abc-1.2");
+        assert_eq!(path_segment(".."), "%2E%2E");
+        assert_eq!(path_segment("x/../../y?z#w"), "x%2F..%2F..%2Fy%3Fz%23w");
+        assert_eq!(path_segment("@127.0.0.2:80"), "%40127.0.0.2%3A80");
+    }
 }

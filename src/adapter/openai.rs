@@ -33,7 +33,7 @@ impl OpenAiChat {
     /// A client for `base_url` (up to the version segment) and `model`.
     pub fn new(base_url: &str, model: &str, limits: impl Into<Limits>) -> Result<Self, TransportError> {
         Ok(OpenAiChat {
-            http: Http::new(limits.into(), Auth::Bearer, Vec::new())?,
+            http: Http::new(base_url, limits.into(), Auth::Bearer, Vec::new())?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
         })
@@ -109,7 +109,7 @@ impl Provider for OpenAiChat {
             .collect();
         let recorded = RecordedRequest {
             method: "GET".into(),
-            url: format!("{}/responses/{id}", self.base_url),
+            url: format!("{}/responses/{}", self.base_url, super::path_segment(&id)),
             body: None,
             raw: false,
         };

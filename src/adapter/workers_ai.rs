@@ -37,7 +37,7 @@ impl WorkersAi {
     /// A client for `base_url` (the account's `.../ai`) and `model` (`@cf/...`).
     pub fn new(base_url: &str, model: &str, limits: impl Into<Limits>) -> Result<Self, TransportError> {
         Ok(WorkersAi {
-            http: Http::new(limits.into(), Auth::Bearer, Vec::new())?,
+            http: Http::new(base_url, limits.into(), Auth::Bearer, Vec::new())?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
         })

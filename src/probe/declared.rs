@@ -14,6 +14,7 @@
 
 use super::{Context, conclude};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
+use crate::version::Affected;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -76,10 +77,18 @@ pub fn advisories(ctx: Context<'_>) -> Outcome {
     ) else {
         return Outcome::skipped("the profile declares no engine and version ([declared] engine, engine_version)");
     };
+    let mut unreadable = Vec::new();
     let findings: Vec<Finding> = ctx
         .advisories
         .iter()
-        .filter(|a| a.affects(engine, version))
+        .filter(|a| match a.affects(engine, version) {
+            Affected::Yes => true,
+            Affected::No => false,
+            Affected::Unknown(why) => {
+                unreadable.push(format!("advisory {}: {why}", a.id));
+                false
+            }
+        })
         .map(|a| Finding {
             code: FindingCode::AffectedByAdvisory,
             message: format!(
@@ -96,5 +105,14 @@ pub fn advisories(ctx: Context<'_>) -> Outcome {
         "declared {engine} {version} checked against {} advisories",
         ctx.advisories.len()
     );
-    conclude(findings, Ok(what), Coverage::default())
+    // Fail closed: an advisory that cannot be judged leaves the case undecided.
+    let what = match unreadable.is_empty() {
+        true => Ok(what),
+        false => Err(format!(
+            "{what}, {} of them undecided: {}; fix: declare engine_version as its engine writes it (PEP 440 such as 0.5.21.post1, semver, or a llama.cpp build tag b11434)",
+            unreadable.len(),
+            unreadable.join("; ")
+        )),
+    };
+    conclude(findings, what, Coverage::default())
 }

@@ -170,7 +170,38 @@ impl ProbeSpec {
 pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
     let mut outcome = run_probe(spec, ctx).await;
     net(&mut outcome, ctx.session.leaks_in(ctx.case_id));
+    redirected(&mut outcome, ctx.session.redirects_in(ctx.case_id));
     outcome
+}
+
+/// Fails an outcome whose case was answered with redirects: one finding per redirect
+/// (the first [`NET_FINDINGS`]).
+fn redirected(outcome: &mut Outcome, redirects: Vec<crate::session::Redirect>) {
+    use crate::outcome::FindingCode;
+    let Some(first) = redirects.first() else {
+        return;
+    };
+    let message = |r: &crate::session::Redirect| {
+        format!(
+            "tenant {}'s request (transcript #{}) was answered HTTP {} pointing to {}; redirects are never followed",
+            r.tenant,
+            r.seq,
+            r.status,
+            r.location.as_deref().unwrap_or("nowhere (no Location)")
+        )
+    };
+    outcome.summary = format!(
+        "{}; {} answers redirected; {}",
+        message(first),
+        redirects.len(),
+        outcome.summary
+    );
+    outcome.findings.extend(redirects.iter().take(NET_FINDINGS).map(|r| Finding {
+        code: FindingCode::Redirected,
+        message: message(r),
+        leak: None,
+    }));
+    outcome.verdict = Verdict::Fail;
 }
 
 /// The most leaks [`net`] adds to one outcome (one per answer).

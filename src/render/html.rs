@@ -23,7 +23,7 @@ td,th{border:1px solid #ccd;padding:.35em .5em;vertical-align:top;text-align:lef
 .tag{font-weight:700;padding:0 .35em;border-radius:.2em;color:#fff}\
 pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f9;border:1px solid #ddd;padding:.6em;font-size:13px}\
 mark{background:#ffd54f;padding:0 .1em}.cols{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}\
-.muted{color:#5f6368}code{font-size:13px}";
+.muted{color:#5f6368}code{font-size:13px}td,pre,code,mark,p{unicode-bidi:isolate}";
 
 /// Renders the report; `transcript` (the run's `transcript.jsonl`) adds the seeding
 /// request to each leak.
@@ -76,6 +76,9 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
             .unwrap_or_default()
     );
 
+    if let Some(why) = super::incomplete(report) {
+        let _ = writeln!(h, "<p><b>Incomplete</b>: {}</p>", escape(&why));
+    }
     h.push_str("<h2>Cases</h2><table><tr><th>case</th><th>threat</th><th>severity</th><th>outcome</th><th>requests</th><th>prompt tokens</th><th>longest prompt</th><th>summary</th></tr>\n");
     for c in &report.cases {
         let cov = c.outcome.coverage;

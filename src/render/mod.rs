@@ -9,56 +9,84 @@ mod html;
 
 pub use html::html;
 
+use crate::inert::{Sink, inert};
 use crate::outcome::Verdict;
 use crate::report::Report;
 use std::fmt::Write;
 
-/// Escapes text for XML and HTML.
+/// Text for HTML: markup as entities, controls and bidi formatting shown escaped.
 pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            // Characters XML 1.0 cannot hold at all.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
+    inert(text, Sink::Html).into_owned()
+}
+
+/// Text for XML 1.0 (JUnit): as [`escape`], for the characters XML cannot hold.
+fn xml(text: &str) -> String {
+    inert(text, Sink::Xml).into_owned()
+}
+
+/// Text for one line of Markdown.
+fn md(text: &str) -> std::borrow::Cow<'_, str> {
+    inert(text, Sink::Markdown)
+}
+
+/// An identifier as Markdown code when it is plainly one (letters, digits, `.-_/:…`),
+/// else as escaped text: a backtick would end a code span, where escapes do not work.
+fn md_code(text: &str) -> String {
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || ".-_/:…".contains(c)) {
+        format!("`{text}`")
+    } else {
+        md(text).into_owned()
     }
-    out
+}
+
+/// Why the run did not finish every case, in words, if it did not.
+pub(crate) fn incomplete(report: &Report) -> Option<String> {
+    match (&report.interrupted, &report.refused) {
+        (Some(i), _) => Some(format!(
+            "interrupted by {} before every case finished; unfinished: {}",
+            i.signal,
+            i.unfinished.join(", ")
+        )),
+        (None, Some(r)) => Some(format!(
+            "stopped: {}; unfinished: {}",
+            r.reason,
+            r.unfinished.join(", ")
+        )),
+        (None, None) => None,
+    }
 }
 
 /// The report as Markdown: verdict, one row per case, the first findings, how to verify.
 pub fn markdown(report: &Report, key_id: &str) -> String {
-    let mut md = String::new();
-    let _ = writeln!(md, "### tenantcheck: {} — {}\n", report.verdict.label(), report.totals);
+    let mut out = String::new();
+    let _ = writeln!(out, "### tenantcheck: {} — {}\n", report.verdict.label(), report.totals);
     let p = &report.vendor.profile;
     let _ = writeln!(
-        md,
-        "Vendor **{}** (`{}`, advertised context {} tokens), suite `{}…`, tool {} {}.\n",
-        p.name,
-        p.model,
+        out,
+        "Vendor **{}** ({}, advertised context {} tokens), suite {}, tool {} {}.\n",
+        md(&p.name),
+        md_code(&p.model),
         p.context_window,
-        &report.suite.digest[..12],
-        report.tool.name,
-        report.tool.version
+        md_code(&format!("{}…", report.suite.digest.chars().take(12).collect::<String>())),
+        md(&report.tool.name),
+        md(&report.tool.version)
     );
-    md.push_str("| case | threat | verdict | summary |\n|---|---|---|---|\n");
+    if let Some(why) = incomplete(report) {
+        let _ = writeln!(out, "**Incomplete**: {}\n", md(&why));
+    }
+    out.push_str("| case | threat | verdict | summary |\n|---|---|---|---|\n");
     for c in &report.cases {
         let mut summary: String = c.outcome.summary.chars().take(160).collect();
         if summary.len() < c.outcome.summary.len() {
             summary.push('…');
         }
         let _ = writeln!(
-            md,
-            "| `{}` | {} | {} | {} |",
-            c.id,
+            out,
+            "| {} | {} | {} | {} |",
+            md_code(&c.id),
             c.threat,
             c.outcome.verdict.label(),
-            summary.replace('|', "\\|").replace('\n', " ")
+            md(&summary)
         );
     }
     let findings: Vec<_> = report
@@ -67,19 +95,20 @@ pub fn markdown(report: &Report, key_id: &str) -> String {
         .flat_map(|c| c.outcome.findings.iter().map(move |f| (c, f)))
         .collect();
     if !findings.is_empty() {
-        md.push_str("\n**Findings**\n\n");
+        out.push_str("\n**Findings**\n\n");
         for (c, f) in findings.iter().take(10) {
-            let _ = writeln!(md, "- `{}` {:?}: {}", c.id, f.code, f.message.replace('\n', " "));
+            let _ = writeln!(out, "- {} {:?}: {}", md_code(&c.id), f.code, md(&f.message));
         }
         if findings.len() > 10 {
-            let _ = writeln!(md, "- … and {} more in the report", findings.len() - 10);
+            let _ = writeln!(out, "- … and {} more in the report", findings.len() - 10);
         }
     }
     let _ = writeln!(
-        md,
-        "\nSigned by key `{key_id}`; check with `tenantcheck verify report.dsse.json --key signing-key.pub.pem`."
+        out,
+        "\nSigned by key {}; check with `tenantcheck verify report.dsse.json --key signing-key.pub.pem`.",
+        md_code(key_id)
     );
-    md
+    out
 }
 
 /// The report as JUnit XML: one `testsuite`, one `testcase` per case. A fail is a
@@ -99,21 +128,21 @@ pub fn junit(report: &Report) -> String {
     let _ = writeln!(
         x,
         "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" timestamp=\"{}\">",
-        escape(&report.vendor.profile.name),
+        xml(&report.vendor.profile.name),
         report.cases.len(),
         t.failed,
         t.inconclusive,
         t.skipped,
-        escape(&report.started_at)
+        xml(&report.started_at)
     );
     for c in &report.cases {
         let _ = write!(
             x,
             "    <testcase classname=\"tenantcheck.{}\" name=\"{}\"",
             c.threat,
-            escape(&c.id)
+            xml(&c.id)
         );
-        let summary = escape(&c.outcome.summary);
+        let summary = xml(&c.outcome.summary);
         match c.outcome.verdict {
             Verdict::Pass => x.push_str("/>\n"),
             Verdict::Fail => {
@@ -122,7 +151,7 @@ pub fn junit(report: &Report) -> String {
                     .findings
                     .first()
                     .map_or("Fail".to_owned(), |f| format!("{:?}", f.code));
-                let body: Vec<String> = c.outcome.findings.iter().map(|f| escape(&f.message)).collect();
+                let body: Vec<String> = c.outcome.findings.iter().map(|f| xml(&f.message)).collect();
                 let _ = writeln!(
                     x,
                     ">\n      <failure type=\"{kind}\" message=\"{summary}\">{}</failure>\n    </testcase>",
@@ -152,7 +181,9 @@ mod tests {
     fn escaping_covers_markup_and_control_characters() {
         assert_eq!(
             escape("<a href=\"x\">&'\u{1}"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;\u{fffd}"
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;\\u{1}"
         );
+        assert_eq!(md_code("isolation.canary-residue"), "`isolation.canary-residue`");
+        assert_eq!(md_code("a`b"), "a\\`b");
     }
 }

@@ -28,7 +28,9 @@ use std::collections::BTreeMap;
 ///
 /// Changelog:
 /// - 1: first format.
-pub const FORMAT_VERSION: u32 = 1;
+/// - 2: `refused` (a run the vendor's refusals stopped); finding code `Redirected`;
+///   the profile's `stop_after_server_errors`.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The in-toto Statement type.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
@@ -86,9 +88,28 @@ pub struct Report {
     /// signal, and `tenantcheck run --resume` continues it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<Interruption>,
+    /// Set when the vendor refused so many requests that should have succeeded that
+    /// the run stopped sending (see the profile's `stop_after_server_errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refused>,
     /// When the run was continued after an interruption, each time (RFC 3339).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed_at: Vec<String>,
+}
+
+/// Why the vendor's refusals stopped a run, and what it left undone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Refused {
+    /// The run of refusals that stopped it.
+    pub refusal: crate::session::Refusal,
+    /// The same, in words.
+    pub reason: String,
+    /// When the report was written (RFC 3339).
+    pub stopped_at: String,
+    /// The cases not run, or cut short: their outcomes here are inconclusive, and a
+    /// resumed run runs them again.
+    pub unfinished: Vec<String>,
 }
 
 /// How a run was interrupted, and what it left undone.
@@ -430,6 +451,7 @@ pub enum VerifyError {
 ///     canaries: vec![],
 ///     cases: vec![],
 ///     interrupted: None,
+///     refused: None,
 ///     resumed_at: vec![],
 /// };
 /// let signing_key = key::generate();

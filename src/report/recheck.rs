@@ -17,6 +17,8 @@
 //! - **resumed runs**: after a `resume` line, the cases it names were run again, so
 //!   their refusals and usage are re-judged on the answers after it alone; leaks are
 //!   re-judged on every answer;
+//! - **redirects**: a case whose answers hold a 3xx must carry a `Redirected`
+//!   finding, and one without must carry none;
 //! - **timing**: every time a timing level reports is the `total_ms` of the exchange it
 //!   names, sent by the level's attacker within the case; the sequential test is
 //!   replayed over the pairs and must give the signed evidence and decision, stopping
@@ -55,6 +57,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // seq -> (case, tenant, total_ms), for the timing levels.
     let mut timed: BTreeMap<u64, (String, String, f64)> = BTreeMap::new();
     let mut responses = 0;
+    let mut redirected: BTreeSet<String> = BTreeSet::new();
     for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad("transcript", e.to_string()))?;
         if v["kind"] == "resume" {
@@ -76,6 +79,9 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         let tenant = v["tenant"].as_str().unwrap_or_default();
         let ex: Exchange = serde_json::from_value(v["exchange"].clone()).map_err(|e| bad(&case, e.to_string()))?;
         responses += 1;
+        if matches!(ex.status, Some(300..=399)) {
+            redirected.insert(case.clone());
+        }
         timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.total_ms));
         for hit in scanner.scan(&ex.returned_text(), tenant) {
             leaks.entry(case.clone()).or_default().insert((seq, hit.canary.id));
@@ -131,6 +137,16 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                     c.outcome.verdict.label(),
                     c.outcome.findings.len()
                 ),
+            ));
+        }
+        let says_redirected = c.outcome.findings.iter().any(|f| f.code == FindingCode::Redirected);
+        if says_redirected != redirected.contains(&c.id) {
+            return Err(bad(
+                &c.id,
+                match says_redirected {
+                    true => "the report names a redirect and no answer in the transcript is one".into(),
+                    false => "the transcript shows an answer that redirected, and the report no finding of it".into(),
+                },
             ));
         }
         let found = leaks.get(&c.id);
