@@ -11,6 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 BASE, MODEL = sys.argv[1].rstrip("/"), sys.argv[2]
 out = threading.Lock()
 
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):  # a 3xx comes back as it is: the key never leaves BASE
+        return None
+
+opener = urllib.request.build_opener(NoRedirect)
+
 def say(line):
     with out:
         print(json.dumps(line), flush=True)
@@ -30,10 +36,11 @@ def call(req):
         http = urllib.request.Request(f"{BASE}/chat/completions", data=data, headers={"Content-Type": "application/json"})
     http.add_header("Authorization", "Bearer " + req["credential"])
     try:
-        with urllib.request.urlopen(http, timeout=300) as r:
-            status, raw = r.status, r.read().decode()
+        with opener.open(http, timeout=300) as r:
+            status, raw, headers = r.status, r.read().decode(), r.headers
     except urllib.error.HTTPError as e:
-        status, raw = e.code, e.read().decode()
+        status, raw, headers = e.code, e.read().decode(), e.headers
+    kept = {k.lower(): v for k, v in headers.items() if k.lower() in ("location", "retry-after")}
     v = json.loads(raw) if raw.startswith("{") else {}
     choice = (v.get("choices") or [{}])[0]
     text = (choice.get("message") or {}).get("content") or ""
@@ -45,7 +52,8 @@ def call(req):
     say({"id": req["id"], "done": {"status": status, "content": text, "finish_reason": choice.get("finish_reason"), "raw": raw,
          "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]} if usage else None,
          "error": {"message": error.get("message", ""), "kind": error.get("type"),
-                   "code": None if error.get("code") is None else str(error["code"])} if isinstance(error, dict) else None}})
+                   "code": None if error.get("code") is None else str(error["code"])} if isinstance(error, dict) else None,
+         "headers": kept}})
 
 with ThreadPoolExecutor(max_workers=16) as pool:
     for line in sys.stdin:

@@ -20,8 +20,8 @@ use crate::inert::{Sink, inert};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
 use crate::report::key::{self, KeyError};
 use crate::report::{
-    CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, Refused, Report, RunSecretRecord, SuiteFile,
-    SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
+    CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, Refused, Report, RunSecretRecord,
+    SuiteFile, SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
 };
 use crate::session::Session;
 use crate::sim::{SimConfig, SimServer};
@@ -428,12 +428,15 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         stopped_at: crate::now_rfc3339(),
         unfinished: unfinished.clone(),
     });
-    let refused = session.refused().filter(|_| interrupted.is_none()).map(|refusal| Refused {
-        refusal: refusal.clone(),
-        reason: refusal.to_string(),
-        stopped_at: crate::now_rfc3339(),
-        unfinished,
-    });
+    let refused = session
+        .refused()
+        .filter(|_| interrupted.is_none())
+        .map(|refusal| Refused {
+            refusal: refusal.clone(),
+            reason: refusal.to_string(),
+            stopped_at: crate::now_rfc3339(),
+            unfinished,
+        });
     let mut resumed_at = resumed
         .as_ref()
         .map(|r| r.report.resumed_at.clone())

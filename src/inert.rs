@@ -102,7 +102,8 @@ mod tests {
     const HOSTILE: &str = "\u{1b}[2J\u{1b}[H\u{1b}[32mverdict: PASS\u{1b}[0m\r\ntest x ... ok\u{7}\u{7f}\u{85}\u{9b}31m \u{202e}evil\u{202c}\u{2066} | <b>x</b> [a](http://127.0.0.2/) ![i](x) `c` & \"q\" 'q'\u{2028}";
 
     fn clean(s: &str, newline_ok: bool) -> bool {
-        s.chars().all(|c| !is_hazard(c) || c == '\t' || (newline_ok && c == '\n'))
+        s.chars()
+            .all(|c| !is_hazard(c) || c == '\t' || (newline_ok && c == '\n'))
     }
 
     #[test]
@@ -125,6 +126,9 @@ mod tests {
         }
         assert!(md.contains("\\[a\\]\\(http://127.0.0.2/\\)"), "{md}");
         let html = inert(HOSTILE, Sink::Html);
-        assert!(!html.contains('<') && !html.contains('"') && html.contains("&lt;b&gt;"), "{html}");
+        assert!(
+            !html.contains('<') && !html.contains('"') && html.contains("&lt;b&gt;"),
+            "{html}"
+        );
     }
 }

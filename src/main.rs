@@ -9,9 +9,9 @@ use std::time::Duration;
 use tenantcheck::credential::Secret;
 use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
+use tenantcheck::inert::{Sink, inert};
 use tenantcheck::report::{self, key};
 use tenantcheck::schema::Schema;
-use tenantcheck::inert::{Sink, inert};
 use tenantcheck::sim::{Chaos, Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
@@ -167,6 +167,9 @@ struct SimArgs {
     /// (for testing the harness itself).
     #[arg(long, value_enum, value_name = "NAME")]
     chaos: Option<Chaos>,
+    /// With --chaos redirect: where the redirects point (another origin).
+    #[arg(long, value_name = "URL", requires = "chaos")]
+    redirect_to: Option<String>,
     /// Separate prefill and decode nodes, each with its own KV pool, and a KV transfer
     /// between them.
     #[arg(long)]
@@ -374,6 +377,7 @@ fn sim(args: SimArgs) -> u8 {
         batch: args.batch,
         weak_model: args.weak_model,
         chaos: args.chaos,
+        redirect_to: args.redirect_to,
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

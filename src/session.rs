@@ -101,6 +101,18 @@ pub struct Session {
     redirects: std::sync::Mutex<Vec<(String, Redirect)>>,
 }
 
+/// What a healthy vendor answers a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// Success (a chat request, a credential check, storing an object).
+    Success,
+    /// A 4xx refusal with an error (a request made wrong on purpose).
+    Refusal,
+    /// Possibly a denial (a fetch of an object that may be another tenant's: 403 and
+    /// 404 are right answers).
+    Denial,
+}
+
 /// The run of identical refusals so far.
 #[derive(Debug, Default)]
 struct Refusals {
@@ -322,15 +334,22 @@ impl Session {
     /// Every answer recorded under `case` that redirected.
     pub fn redirects_in(&self, case: &str) -> Vec<Redirect> {
         let redirects = self.redirects.lock().expect("redirect list poisoned");
-        redirects.iter().filter(|(c, _)| c == case).map(|(_, r)| r.clone()).collect()
+        redirects
+            .iter()
+            .filter(|(c, _)| c == case)
+            .map(|(_, r)| r.clone())
+            .collect()
     }
 
-    /// Counts an answer to a request that should have succeeded: a run of identical
-    /// refusals long enough stops the session (a 401 or 403 at once).
-    fn note_refusal(&self, tenant: &str, seq: u64, ex: &Exchange) {
-        let refusal = match ex.status {
-            Some(s @ (401 | 403)) => Some((s, 1)),
-            Some(s @ 500..=599) => Some((s, self.profile.stop_after_server_errors)),
+    /// Counts an answer: a run of identical refusals long enough stops the session.
+    /// A 401 refuses the credential whatever was asked (but another tenant's object),
+    /// and stops it at once; so does a 403 to a request that should succeed; a 5xx
+    /// to one counts towards the profile's `stop_after_server_errors`.
+    fn note_refusal(&self, tenant: &str, expect: Expect, seq: u64, ex: &Exchange) {
+        let refusal = match (ex.status, expect) {
+            (Some(401), Expect::Success | Expect::Refusal) => Some((401, 1)),
+            (Some(403), Expect::Success) => Some((403, 1)),
+            (Some(s @ 500..=599), Expect::Success) => Some((s, self.profile.stop_after_server_errors)),
             _ => None,
         };
         let mut run = self.refusals.lock().expect("refusal count poisoned");
@@ -338,7 +357,10 @@ impl Session {
             *run = Refusals::default();
             return;
         };
-        let same = run.last.as_ref().is_some_and(|(s, t)| *s == status && (status >= 500 || t == tenant));
+        let same = run
+            .last
+            .as_ref()
+            .is_some_and(|(s, t)| *s == status && (status >= 500 || t == tenant));
         run.count = if same { run.count + 1 } else { 1 };
         run.last = Some((status, tenant.to_owned()));
         if run.count >= limit {
@@ -561,7 +583,7 @@ impl Session {
             .call(
                 case,
                 tenant,
-                true,
+                Expect::Success,
                 (tokens, u64::from(request.max_tokens)),
                 || serde_json::to_value(request).unwrap_or_default(),
                 |p, key| p.chat(key, request),
@@ -576,7 +598,7 @@ impl Session {
         self.call(
             case,
             tenant,
-            true,
+            Expect::Success,
             (0, 0),
             || serde_json::json!({ "op": "list_models" }),
             |p, key| p.list_models(key),
@@ -596,7 +618,7 @@ impl Session {
         self.call(
             case,
             tenant,
-            true,
+            Expect::Success,
             (tokens, 96),
             || serde_json::json!({ "op": "store", "input": input, "previous": previous }),
             |p, key| p.store(key, input, previous),
@@ -609,7 +631,7 @@ impl Session {
         self.call(
             case,
             tenant,
-            false,
+            Expect::Denial,
             (0, 0),
             || serde_json::json!({ "op": "fetch_stored", "id": id }),
             |p, key| p.fetch_stored(key, id),
@@ -632,7 +654,7 @@ impl Session {
         self.call(
             case,
             tenant,
-            false,
+            Expect::Refusal,
             (4, max_tokens),
             || serde_json::json!({ "op": "invalid", "invalid": kind, "stream": stream }),
             |p, key| p.invalid(key, kind, stream),
@@ -643,13 +665,13 @@ impl Session {
     /// The one path to the vendor: the tenant's key, a concurrency permit, the
     /// provider call, and the transcript line.
     ///
-    /// `valid`: the request should succeed, so a refusal of it counts towards stopping
-    /// the run (see [`Session::refused`]).
+    /// `expect`: what a healthy vendor answers, which decides which refusals count
+    /// towards stopping the run (see [`Session::refused`]).
     async fn call<'a>(
         &'a self,
         case: &str,
         tenant: &str,
-        valid: bool,
+        expect: Expect,
         (prompt_tokens, max_tokens): (u64, u64),
         describe: impl Fn() -> serde_json::Value,
         request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
@@ -668,6 +690,15 @@ impl Session {
         loop {
             let exchange = {
                 let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+                // The run may have stopped while this request waited for its turn.
+                if let Some(signal) = self.interrupted() {
+                    self.note_cut(case);
+                    return Err(SessionError::Interrupted(signal));
+                }
+                if let Some(refusal) = self.refused() {
+                    self.note_cut(case);
+                    return Err(SessionError::Refused(refusal.clone()));
+                }
                 let mut stop = self.stop.clone();
                 // Interrupted, a request in flight gets a few seconds to finish, then
                 // is abandoned (recorded without its answer).
@@ -689,9 +720,7 @@ impl Session {
             };
             let wait = retry_after(&exchange, attempt);
             let sent = self.record(case, tenant, exchange)?;
-            if valid {
-                self.note_refusal(tenant, sent.seq, &sent.exchange);
-            }
+            self.note_refusal(tenant, expect, sent.seq, &sent.exchange);
             // Every attempt is in the transcript; a retry is charged like any request,
             // and none is made past the budget.
             match wait {

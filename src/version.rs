@@ -51,12 +51,19 @@ impl Version {
         let lower = text.trim().to_ascii_lowercase();
         let t = lower.strip_prefix('v').unwrap_or(&lower);
         // llama.cpp: `b` and the build number.
-        if let Some(n) = t.strip_prefix('b').filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+        if let Some(n) = t
+            .strip_prefix('b')
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
             return Some(Reading::Exact(Version::release(vec![n.parse().ok()?])));
         }
         // A local label (`+cu124`, semver build metadata) does not take part in order.
         let public = match t.split_once('+') {
-            Some((public, local)) if !local.is_empty() && local.chars().all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c)) => public,
+            Some((public, local))
+                if !local.is_empty() && local.chars().all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c)) =>
+            {
+                public
+            }
             Some(_) => return None,
             None => t,
         };
@@ -107,7 +114,7 @@ impl Version {
 
     /// PEP 440's sort key: a dev release of a final version comes before its
     /// pre-releases; no pre-release sorts after every one; no post before any.
-    fn key(&self) -> (u64, &[u64], (i8, u8, u64), (i8, u64), (i8, u64)) {
+    fn key(&self) -> SortKey<'_> {
         let pre = match (self.pre, self.post, self.dev) {
             (None, None, Some(_)) => (-1, 0, 0),
             (None, _, _) => (1, 0, 0),
@@ -118,6 +125,10 @@ impl Version {
         (self.epoch, &self.release, pre, post, dev)
     }
 }
+
+/// Epoch, release, pre-release, post-release, dev release: each optional part as
+/// (where its absence sorts, its value).
+type SortKey<'a> = (u64, &'a [u64], (i8, u8, u64), (i8, u64), (i8, u64));
 
 impl Ord for Version {
     fn cmp(&self, other: &Self) -> Ordering {
@@ -165,7 +176,19 @@ fn parse_public(t: &str) -> Option<(Version, &str)> {
     v.epoch = epoch;
     // Pre-release.
     let (s, r) = separated(rest);
-    if let Some((kind, after)) = word(r, &[("alpha", 0), ("a", 0), ("beta", 1), ("b", 1), ("preview", 2), ("pre", 2), ("rc", 2), ("c", 2)]) {
+    if let Some((kind, after)) = word(
+        r,
+        &[
+            ("alpha", 0),
+            ("a", 0),
+            ("beta", 1),
+            ("b", 1),
+            ("preview", 2),
+            ("pre", 2),
+            ("rc", 2),
+            ("c", 2),
+        ],
+    ) {
         let (n, after) = optional_number(after);
         v.pre = Some((kind, n));
         rest = after;
@@ -257,10 +280,17 @@ impl Range {
             .split(',')
             .map(|clause| {
                 let clause = clause.trim();
-                let (op, rest) = [("<=", Op::Le), (">=", Op::Ge), ("==", Op::Eq), ("<", Op::Lt), (">", Op::Gt), ("=", Op::Eq)]
-                    .iter()
-                    .find_map(|(s, op)| clause.strip_prefix(s).map(|r| (*op, r)))
-                    .unwrap_or((Op::Eq, clause));
+                let (op, rest) = [
+                    ("<=", Op::Le),
+                    (">=", Op::Ge),
+                    ("==", Op::Eq),
+                    ("<", Op::Lt),
+                    (">", Op::Gt),
+                    ("=", Op::Eq),
+                ]
+                .iter()
+                .find_map(|(s, op)| clause.strip_prefix(s).map(|r| (*op, r)))
+                .unwrap_or((Op::Eq, clause));
                 match Version::read(rest) {
                     Some(Reading::Exact(v)) => Ok((op, v)),
                     _ => Err(format!("{clause:?} is not a comparison with a version")),
@@ -292,7 +322,11 @@ impl Range {
                 return if self.holds(&v) { Affected::Yes } else { Affected::No };
             }
             Some(Reading::Span(low, high)) => (low, high),
-            None => return Affected::Unknown(format!("{text:?} is not a version tenantcheck can read (PEP 440, semver, or a llama.cpp build tag bNNNN)")),
+            None => {
+                return Affected::Unknown(format!(
+                    "{text:?} is not a version tenantcheck can read (PEP 440, semver, or a llama.cpp build tag bNNNN)"
+                ));
+            }
         };
         if self.holds(&low) && self.holds(&high) {
             return Affected::Yes;
@@ -331,8 +365,19 @@ mod tests {
     #[test]
     fn pep_440_order() {
         let ordered = [
-            "0.5.21.dev0", "0.5.21a1", "0.5.21b2", "0.5.21rc1", "0.5.21", "0.5.21.post1", "0.5.21.post2",
-            "0.5.22.dev1", "0.5.22a0", "0.5.22rc1", "0.5.22", "0.6", "1!0.1",
+            "0.5.21.dev0",
+            "0.5.21a1",
+            "0.5.21b2",
+            "0.5.21rc1",
+            "0.5.21",
+            "0.5.21.post1",
+            "0.5.21.post2",
+            "0.5.22.dev1",
+            "0.5.22a0",
+            "0.5.22rc1",
+            "0.5.22",
+            "0.6",
+            "1!0.1",
         ];
         for w in ordered.windows(2) {
             assert!(exact(w[0]) < exact(w[1]), "{} < {}", w[0], w[1]);
@@ -349,10 +394,24 @@ mod tests {
     #[test]
     fn the_advisory_of_the_incident_reads_real_versions() {
         let r = Range::read("< 0.5.22").unwrap();
-        for affected in ["0.5.21.post1", "0.5.22rc1", "v0.5.21-cu124", "0.5.21", "0.4.0", "0.5.22.dev3"] {
+        for affected in [
+            "0.5.21.post1",
+            "0.5.22rc1",
+            "v0.5.21-cu124",
+            "0.5.21",
+            "0.4.0",
+            "0.5.22.dev3",
+        ] {
             assert_eq!(r.affects(affected), Affected::Yes, "{affected}");
         }
-        for fixed in ["0.5.22", "0.5.22.post1", "0.5.23", "0.5.22+cu124", "v0.5.22-cu124", "0.5.22-rocm6.2"] {
+        for fixed in [
+            "0.5.22",
+            "0.5.22.post1",
+            "0.5.23",
+            "0.5.22+cu124",
+            "v0.5.22-cu124",
+            "0.5.22-rocm6.2",
+        ] {
             assert_eq!(r.affects(fixed), Affected::No, "{fixed}");
         }
         for unknown in ["0.5.22-foo", "latest", "", "sglang-0.5.21", "0.5.x"] {

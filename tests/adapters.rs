@@ -431,3 +431,173 @@ fn a_429_is_retried_after_its_retry_after_and_both_attempts_are_evidence() {
     );
     let _ = common::verified(&run_dir);
 }
+
+/// A listener on another loopback address (127.0.0.2) that records whatever reaches
+/// it: no request to the vendor may ever end up here.
+struct Elsewhere {
+    url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Elsewhere {
+    fn start() -> Self {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.2:0").expect("127.0.0.2 is loopback on Linux");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let got: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let seen = got.clone();
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                conn.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+                    .unwrap();
+                let mut buf = vec![0u8; 65536];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                seen.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+        });
+        Elsewhere { url, got }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.got.lock().unwrap().clone()
+    }
+}
+
+/// A vendor whose every answer (or, with `posts_only`, every POST's) redirects to the
+/// same path on `to`, with statuses 301, 302, 303, 307 and 308 in turn; other GETs get
+/// an empty 200 JSON answer. Returns its base URL.
+fn redirecting(to: &str, posts_only: bool) -> String {
+    use axum::http::{Method, StatusCode, header};
+    use axum::response::IntoResponse;
+    let to = to.to_owned();
+    let turn = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new().fallback(move |method: Method, uri: axum::http::Uri| {
+        let to = to.clone();
+        let turn = turn.clone();
+        async move {
+            if method == Method::GET && posts_only {
+                return (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    "{\"data\":[]}",
+                )
+                    .into_response();
+            }
+            let statuses = [301, 302, 303, 307, 308];
+            let status = statuses[turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % statuses.len()];
+            let location = format!("{to}{}?api_key=stolen", uri.path());
+            (
+                StatusCode::from_u16(status).unwrap(),
+                [(header::LOCATION, location)],
+                "moved",
+            )
+                .into_response()
+        }
+    });
+    format!("http://{}/v1", common::serve(app))
+}
+
+/// An adapter's name, its profile, and its tenants' variables with their values.
+type Profiled = (&'static str, std::path::PathBuf, Vec<(String, String)>);
+
+/// Each adapter's profile pointed at `url`, with its tenants' variables; for the
+/// command adapter, the example program speaking to `url`.
+fn profiles_for(url: &str, tmp: &TempDir) -> Vec<Profiled> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/command-adapter.py");
+    let mut out = Vec::new();
+    for (name, file) in [
+        ("openai-chat", "sim.toml"),
+        ("anthropic", "anthropic.toml"),
+        ("workers-ai", "workers-ai-native.toml"),
+        ("command", "sim.toml"),
+    ] {
+        let text = std::fs::read_to_string(format!("{dir}{file}")).unwrap();
+        let mut text: String = text
+            .lines()
+            .map(|l| match l.starts_with("base_url = ") {
+                true => format!("base_url = \"{url}\""),
+                false => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if name == "command" {
+            text = text
+                .replace(
+                    "adapter = \"openai-chat\"",
+                    &format!("adapter = \"command\"\ncommand = [\"python3\", \"{script}\", \"{url}\", \"sim-1\"]"),
+                )
+                .replace("stored_responses = true", "");
+        }
+        let envs: Vec<(String, String)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("credential_env = \""))
+            .map(|v| v.trim_end_matches('"').to_owned())
+            .enumerate()
+            .map(|(i, var)| (var, format!("origin-test-{name}-secret-{i}-0123456789")))
+            .collect();
+        let path = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        out.push((name, path, envs));
+    }
+    out
+}
+
+#[test]
+fn no_adapter_follows_a_redirect_or_takes_a_credential_off_the_vendors_origin() {
+    let tmp = TempDir::new("origin");
+    let elsewhere = Elsewhere::start();
+    // Everything redirects: the credential check refuses to go on.
+    let all = redirecting(&elsewhere.url, false);
+    for (name, profile, envs) in profiles_for(&all, &tmp) {
+        let (code, stdout, stderr) = output(
+            tenantcheck()
+                .args(["run", "--vendor"])
+                .arg(&profile)
+                .arg("--out")
+                .arg(tmp.path().join(format!("{name}-all")))
+                .envs(envs.clone()),
+        );
+        assert_eq!(code, Some(2), "{name}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains("follows no redirect") || stderr.contains("HTTP 30"),
+            "{name}: {stderr}"
+        );
+        for (_, secret) in &envs {
+            assert!(!stdout.contains(secret.as_str()) && !stderr.contains(secret.as_str()));
+        }
+    }
+    // Chat requests redirect: every case that meets one fails, naming it.
+    let posts = redirecting(&elsewhere.url, true);
+    for (name, profile, envs) in profiles_for(&posts, &tmp) {
+        let run_dir = tmp.path().join(format!("{name}-posts"));
+        let (code, stdout, stderr) = output(
+            tenantcheck()
+                .args(["run", "--vendor"])
+                .arg(&profile)
+                .arg("--out")
+                .arg(&run_dir)
+                .args(["--exact", "usage.consistency"])
+                .envs(envs.clone()),
+        );
+        assert_eq!(code, Some(1), "{name}: {stdout}\n{stderr}");
+        let report = common::verified(&run_dir);
+        let case = report.cases.iter().find(|c| c.id == "usage.consistency").unwrap();
+        assert!(
+            case.outcome
+                .findings
+                .iter()
+                .any(|f| f.code == tenantcheck::outcome::FindingCode::Redirected && f.message.contains(&elsewhere.url)),
+            "{name}: {}",
+            case.outcome.summary
+        );
+        let transcript = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
+        for (_, secret) in &envs {
+            assert!(!transcript.contains(secret.as_str()), "{name}");
+        }
+    }
+    let got = elsewhere.requests();
+    assert!(got.is_empty(), "requests reached the other origin: {got:?}");
+}

@@ -3,12 +3,11 @@
 //! report, in bounded memory, with its evidence verified and no panic.
 //!
 //! The profile's limits here: 3 s per request, 1 s of silence within an answer, 1 MiB
-//! per answer. Peak memory is the run process's own (`wait4`'s `ru_maxrss`).
+//! per answer. Peak memory is the run process's own (its `VmHWM`).
 
 mod common;
 
 use common::{Sim, TempDir, tenantcheck};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tenantcheck::outcome::Verdict;
 
@@ -28,12 +27,37 @@ struct Ran {
     requests: u64,
     max_rss_kib: i64,
     exchanges: std::collections::BTreeMap<u64, serde_json::Value>,
+    code: i32,
+    stdout: String,
+    stderr: String,
+    report: tenantcheck::report::Report,
+    /// The run folder (kept until the value is dropped).
+    tmp: TempDir,
+}
+
+impl Ran {
+    fn dir(&self) -> std::path::PathBuf {
+        self.tmp.path().join("run")
+    }
 }
 
 /// Runs `case` against a sim with `chaos`, through a profile with tight limits.
 fn run(chaos: &str, case: &str) -> Ran {
+    let ran = run_with(&["--chaos", chaos], &["--exact", case], Some(case));
+    assert!(
+        matches!(ran.code, 0 | 1 | 3),
+        "{chaos}: exit {}: a verdict, not a harness error or a crash",
+        ran.code
+    );
+    ran
+}
+
+/// Runs the cases `selection` picks against a sim started with `sim_flags`, through a
+/// profile with tight limits; the verdict and summary are `case`'s, or the run's.
+fn run_with(sim_flags: &[&str], selection: &[&str], case: Option<&str>) -> Ran {
+    let chaos = sim_flags.get(1).copied().unwrap_or("none");
     let tmp = TempDir::new(&format!("chaos-{chaos}"));
-    let sim = Sim::start(KEY_A, KEY_B, &["--chaos", chaos]);
+    let sim = Sim::start(KEY_A, KEY_B, sim_flags);
     let profile = sim.profile(tmp.path());
     let text = std::fs::read_to_string(&profile).unwrap().replace(
         "request_timeout_secs = 60",
@@ -46,58 +70,84 @@ fn run(chaos: &str, case: &str) -> Ran {
     std::fs::write(&profile, text).unwrap();
     let run_dir = tmp.path().join("run");
     let started = Instant::now();
-    // Reaped by wait4 below, which also gives its peak memory.
+    // Reaped by waitpid below, which also reads its peak memory.
     #[allow(clippy::zombie_processes)]
     let child = tenantcheck()
         .args(["run", "--vendor"])
         .arg(&profile)
         .arg("--out")
         .arg(&run_dir)
-        .args(["--exact", case])
+        .args(selection)
         .env("TENANTCHECK_KEY_A", KEY_A)
         .env("TENANTCHECK_KEY_B", KEY_B)
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(tmp.path().join("stdout")).unwrap())
         .stderr(std::fs::File::create(tmp.path().join("stderr")).unwrap())
         .spawn()
         .unwrap();
     let (code, max_rss_kib) = wait_with_peak_memory(child.id());
     let elapsed = started.elapsed();
     let stderr = std::fs::read_to_string(tmp.path().join("stderr")).unwrap();
+    let stdout = std::fs::read_to_string(tmp.path().join("stdout")).unwrap();
     assert!(!stderr.contains("panicked"), "{chaos}: {stderr}");
-    assert!(
-        matches!(code, 0 | 1 | 3),
-        "{chaos}: exit {code}: a verdict, not a harness error or a crash"
-    );
     let report = common::verified(&run_dir);
-    let c = report.cases.iter().find(|c| c.id == case).unwrap();
+    let (verdict, summary) = match case {
+        Some(case) => {
+            let c = report.cases.iter().find(|c| c.id == case).unwrap();
+            (c.outcome.verdict, c.outcome.summary.clone())
+        }
+        None => (report.verdict, report.totals.to_string()),
+    };
     let exchanges = common::transcript_exchanges(&run_dir);
     let text = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
     assert!(!text.contains(KEY_A) && !text.contains(KEY_B));
     drop(sim);
     Ran {
-        verdict: c.outcome.verdict,
-        summary: c.outcome.summary.clone(),
+        verdict,
+        summary,
         elapsed,
         requests: exchanges.len() as u64,
         max_rss_kib,
         exchanges,
+        code,
+        stdout,
+        stderr,
+        report,
+        tmp,
     }
 }
 
 /// Waits for child `pid`; its exit code and its own peak resident memory in KiB.
+///
+/// The peak is the child's `VmHWM`, read from `/proc` every 10 ms while it runs: the
+/// high-water mark of its own memory since its `exec`. (`wait4`'s `ru_maxrss` would
+/// also count the memory of this test process at the moment it spawned the child,
+/// which `exec` carries over.)
 fn wait_with_peak_memory(pid: u32) -> (i32, i64) {
+    let status_file = format!("/proc/{pid}/status");
+    let mut peak = 0;
     let mut status = 0;
-    // SAFETY: an all-zero rusage is valid, and wait4 writes only into the two
-    // out-parameters it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(got, pid as libc::pid_t, "wait4");
+    loop {
+        if let Some(kib) = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        }) {
+            peak = peak.max(kib);
+        }
+        // SAFETY: waitpid writes only into `status`.
+        let got = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+        if got == pid as libc::pid_t {
+            break;
+        }
+        assert_eq!(got, 0, "waitpid");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(
         libc::WIFEXITED(status),
         "the run was killed by signal {}",
         libc::WTERMSIG(status)
     );
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
+    (libc::WEXITSTATUS(status), peak)
 }
 
 /// The checks every hostile run shares: the verdict, the reason, time and memory.
@@ -254,4 +304,212 @@ fn the_gzip_bomb_is_a_real_one() {
         "1000003 1000003",
         "{out:?}"
     );
+}
+
+/// Everything a run shows or writes for people: its standard output and error and the
+/// three renderings.
+fn shown(ran: &Ran) -> Vec<(String, String)> {
+    let mut out = vec![
+        ("stdout".to_owned(), ran.stdout.clone()),
+        ("stderr".to_owned(), ran.stderr.clone()),
+    ];
+    for file in [
+        tenantcheck::report::HTML_FILE,
+        tenantcheck::report::MARKDOWN_FILE,
+        tenantcheck::report::JUNIT_FILE,
+    ] {
+        out.push((file.to_owned(), std::fs::read_to_string(ran.dir().join(file)).unwrap()));
+    }
+    out
+}
+
+#[test]
+fn a_redirect_to_another_origin_is_never_followed_and_fails_the_case() {
+    use std::io::Read;
+    let elsewhere = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let url = format!("http://{}", elsewhere.local_addr().unwrap());
+    elsewhere.set_nonblocking(true).unwrap();
+    let ran = run_with(
+        &["--chaos", "redirect", "--redirect-to", &url],
+        &["--exact", "usage.consistency"],
+        Some("usage.consistency"),
+    );
+    check(
+        &ran,
+        Verdict::Fail,
+        "redirects are never followed",
+        per_request(ran.requests),
+    );
+    assert!(ran.summary.contains(&url), "{}", ran.summary);
+    let c = &ran
+        .report
+        .cases
+        .iter()
+        .find(|c| c.id == "usage.consistency")
+        .unwrap()
+        .outcome;
+    assert!(
+        c.findings
+            .iter()
+            .all(|f| f.code == tenantcheck::outcome::FindingCode::Redirected)
+    );
+    // Nothing, with or without a credential, reached the other origin.
+    match elsewhere.accept() {
+        Ok((mut conn, _)) => {
+            let mut got = String::new();
+            let _ = conn.read_to_string(&mut got);
+            panic!("a request reached {url}: {got}");
+        }
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock),
+    }
+}
+
+#[test]
+fn a_key_echoed_in_any_form_reaches_no_artifact_and_no_output() {
+    // The cases whose prompts are short: the test process must stay small, or the
+    // runs it starts inherit its peak memory (see MEMORY_BOUND_KIB).
+    let ran = run_with(&["--chaos", "key-echo"], SHORT_CASES, None);
+    assert!(matches!(ran.code, 1 | 3), "exit {}: {}", ran.code, ran.stderr);
+    let mut forms = Vec::new();
+    for key in [KEY_A, KEY_B] {
+        forms.extend(tenantcheck::sim::chaos::echo_forms(key));
+        forms.push(key.chars().map(|c| format!("\\u{:04x}", c as u32)).collect());
+    }
+    // The sim did echo them: the answers' text and errors hold redactions.
+    let transcript = std::fs::read_to_string(ran.dir().join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
+    assert!(
+        transcript.matches(tenantcheck::credential::REDACTED).count() >= 9,
+        "nothing was echoed?"
+    );
+    let mut artifacts = shown(&ran);
+    for file in [tenantcheck::report::TRANSCRIPT_FILE, tenantcheck::report::ENVELOPE_FILE] {
+        artifacts.push((file.to_owned(), std::fs::read_to_string(ran.dir().join(file)).unwrap()));
+    }
+    for (name, text) in &artifacts {
+        // JSON writes a line break as `\n`; take both out, as a reader would.
+        let plain = text.replace("\\n", "").replace(['\n', ' '], "").to_lowercase();
+        for form in &forms {
+            let form = form.replace(['\n', ' '], "").to_lowercase();
+            assert!(!plain.contains(&form), "{name} holds {form}");
+        }
+    }
+}
+
+#[test]
+fn escapes_and_markup_from_the_vendor_are_shown_inert_everywhere() {
+    let ran = run_with(&["--chaos", "inject"], SHORT_CASES, None);
+    assert!(matches!(ran.code, 1 | 3), "exit {}: {}", ran.code, ran.stderr);
+    let forbidden = |c: char| {
+        (c < ' ' && c != '\n' && c != '\t')
+            || c == '\u{7f}'
+            || ('\u{80}'..='\u{9f}').contains(&c)
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    for (name, text) in shown(&ran) {
+        let bad: Vec<char> = text.chars().filter(|c| forbidden(*c)).collect();
+        assert!(bad.is_empty(), "{name} holds {bad:?}");
+        if name.ends_with(".html") || name.ends_with(".xml") {
+            assert!(
+                !text.contains("<script>") && !text.contains("<img"),
+                "{name} holds raw markup"
+            );
+        }
+    }
+    // The vendor's text did reach what is shown, escaped.
+    assert!(ran.stdout.contains("\\u{1b}[2J"), "{}", ran.stdout);
+    let md = std::fs::read_to_string(ran.dir().join(tenantcheck::report::MARKDOWN_FILE)).unwrap();
+    assert!(
+        !md.contains("](http") && !md.contains("![") && md.contains("\\u{1b}"),
+        "{md}"
+    );
+    // The transcript keeps the exact bytes the vendor sent.
+    let exact = ran.exchanges.values().any(|l| {
+        let ex = &l["exchange"];
+        ex["body"]
+            .as_str()
+            .is_some_and(|b| b.contains(tenantcheck::sim::chaos::INJECTION))
+            || ex["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(tenantcheck::sim::chaos::INJECTION))
+    });
+    assert!(exact, "the transcript lost the vendor's bytes");
+}
+
+/// Leaves out the cases that send long prompts.
+const SHORT_CASES: &[&str] = &[
+    "--skip",
+    "isolation",
+    "--skip",
+    "context",
+    "--skip",
+    "cache",
+    "--skip",
+    "concurrency",
+];
+
+/// Chat completions each tenant sent (what these chaos modes answer).
+fn per_tenant(ran: &Ran) -> std::collections::BTreeMap<String, usize> {
+    let mut n = std::collections::BTreeMap::new();
+    let chat = |l: &&serde_json::Value| {
+        l["exchange"]["request"]["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("/chat/completions"))
+    };
+    for l in ran.exchanges.values().filter(chat) {
+        *n.entry(l["tenant"].as_str().unwrap().to_owned()).or_default() += 1;
+    }
+    n
+}
+
+#[test]
+fn a_vendor_refusing_every_key_after_the_check_stops_the_run_at_once() {
+    let ran = run_with(&["--chaos", "unauthorized"], &[], None);
+    assert_eq!(ran.code, 2, "{}\n{}", ran.stdout, ran.stderr);
+    let counts = per_tenant(&ran);
+    let cases: Vec<_> = ran
+        .exchanges
+        .values()
+        .map(|l| (l["case"].clone(), l["tenant"].clone(), l["exchange"]["status"].clone()))
+        .collect();
+    assert!(counts.values().all(|&n| n < 5), "{counts:?} {cases:?}");
+    let refused = ran.report.refused.as_ref().expect("the report says why it stopped");
+    assert_eq!(refused.refusal.status, 401);
+    assert!(ran.stdout.contains("refused tenant"), "{}", ran.stdout);
+    assert!(
+        ran.report
+            .cases
+            .iter()
+            .all(|c| c.outcome.verdict != Verdict::Pass || c.id.starts_with("declared."))
+    );
+    assert!(
+        ran.report
+            .cases
+            .iter()
+            .any(|c| c.outcome.summary.starts_with("not run: the vendor refused tenant")),
+        "{:?}",
+        ran.report.cases.iter().map(|c| &c.outcome.summary).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_vendor_failing_every_request_stops_the_run_after_the_profiles_count() {
+    let ran = run_with(&["--chaos", "server-errors"], &[], None);
+    assert!(matches!(ran.code, 1 | 3), "{}\n{}", ran.stdout, ran.stderr);
+    let refused = ran.report.refused.as_ref().expect("the report says why it stopped");
+    assert_eq!((refused.refusal.status, refused.refusal.count), (500, 20));
+    // 20 in a row, and after them no more than the requests already in flight.
+    let after = ran
+        .exchanges
+        .keys()
+        .filter(|&&seq| seq > refused.refusal.last_seq)
+        .count();
+    assert!(after <= 64, "{after} requests after the stop");
+    assert!(!refused.unfinished.is_empty());
+    for c in &ran.report.cases {
+        // A 500 to a request made wrong on purpose is a failure of its own, when the
+        // case runs before the stop.
+        if c.id != "errors.semantics" {
+            assert_ne!(c.outcome.verdict, Verdict::Fail, "{}: {}", c.id, c.outcome.summary);
+        }
+    }
 }

@@ -23,7 +23,7 @@ use super::{TransportError, TransportErrorKind, Usage};
 use crate::credential::Secret;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -105,6 +105,11 @@ pub struct CommandDone {
     /// The vendor's raw answer, kept as the exchange's body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+    /// Response headers worth keeping, by lowercase name: at least `location` for a
+    /// 3xx (the program must not follow redirects: the credential must not leave the
+    /// vendor's origin), and `retry-after` for a 429 or 503.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// Requests waiting for replies, by id: where to send each reply, with its arrival time.
@@ -250,6 +255,11 @@ impl CommandAdapter {
                 ex.usage = done.usage;
                 ex.api_error = done.error;
                 ex.body = done.raw;
+                ex.headers = done
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                    .collect();
                 ex.timings.total_ms = ms(at);
                 return ex;
             }

@@ -213,7 +213,8 @@ impl Http {
 impl Http {
     /// Whether `url` is on the profile's origin: same scheme, host and port.
     fn on_origin(&self, url: &str) -> Result<(), String> {
-        let parsed = reqwest::Url::parse(url).map_err(|e| format!("the URL {url:?} cannot be read: {e}; nothing was sent"))?;
+        let parsed =
+            reqwest::Url::parse(url).map_err(|e| format!("the URL {url:?} cannot be read: {e}; nothing was sent"))?;
         let o = &self.origin;
         let same = parsed.scheme() == o.scheme()
             && parsed.host_str() == o.host_str()

@@ -196,11 +196,13 @@ fn redirected(outcome: &mut Outcome, redirects: Vec<crate::session::Redirect>) {
         redirects.len(),
         outcome.summary
     );
-    outcome.findings.extend(redirects.iter().take(NET_FINDINGS).map(|r| Finding {
-        code: FindingCode::Redirected,
-        message: message(r),
-        leak: None,
-    }));
+    outcome
+        .findings
+        .extend(redirects.iter().take(NET_FINDINGS).map(|r| Finding {
+            code: FindingCode::Redirected,
+            message: message(r),
+            leak: None,
+        }));
     outcome.verdict = Verdict::Fail;
 }
 

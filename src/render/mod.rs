@@ -67,7 +67,10 @@ pub fn markdown(report: &Report, key_id: &str) -> String {
         md(&p.name),
         md_code(&p.model),
         p.context_window,
-        md_code(&format!("{}…", report.suite.digest.chars().take(12).collect::<String>())),
+        md_code(&format!(
+            "{}…",
+            report.suite.digest.chars().take(12).collect::<String>()
+        )),
         md(&report.tool.name),
         md(&report.tool.version)
     );

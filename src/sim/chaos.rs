@@ -56,6 +56,22 @@ pub enum Chaos {
     /// Writes the headers of every answer to a chat completion one byte at a time,
     /// 50 ms apart (about 6 s for a chat completion's headers).
     SlowHeaders,
+    /// Answers every chat completion `307 Temporary Redirect` to the same path on
+    /// another origin (`--redirect-to`, default [`DEFAULT_REDIRECT`]).
+    Redirect,
+    /// Echoes the caller's key back in the forms of [`echo_forms`]: in answers' text,
+    /// in error messages (every other request answered 400), in stream frames, and
+    /// base64-encoded in `x-request-id`.
+    KeyEcho,
+    /// Puts [`INJECTION`] (terminal escapes, carriage returns, bell, C1 controls, bidi
+    /// overrides, HTML, Markdown links and images, table pipes, backticks) in every
+    /// string field: id, model, content, finish reason, and every field of an error
+    /// (every other request answered 400); streams carry it in each frame.
+    Inject,
+    /// Answers every chat completion 401, though the credential check passed.
+    Unauthorized,
+    /// Answers every chat completion 500.
+    ServerErrors,
 }
 
 impl Chaos {
@@ -73,7 +89,41 @@ impl Chaos {
         Chaos::WrongContentType,
         Chaos::GzipBomb,
         Chaos::SlowHeaders,
+        Chaos::Redirect,
+        Chaos::KeyEcho,
+        Chaos::Inject,
+        Chaos::Unauthorized,
+        Chaos::ServerErrors,
     ];
+}
+
+/// Where `redirect` points by default: another loopback address, on a port where
+/// nothing listens.
+pub const DEFAULT_REDIRECT: &str = "http://127.0.0.2:9";
+
+/// What `inject` puts in every string: a screen clear and a fake green verdict, fake
+/// test lines after a carriage return, a bell, DEL, C1 controls (NEL, CSI), a bidi
+/// override, HTML, a Markdown link and image, a table pipe and backticks.
+pub const INJECTION: &str = "\u{1b}[2J\u{1b}[H\u{1b}[32mverdict:    PASS (11 passed, 0 failed)\u{1b}[0m\r\ntest isolation.canary-residue ... ok\u{7}\u{7f}\u{85}\u{9b}2K \u{202e}kcatta\u{202c}\u{2066} <script>alert(1)</script><img src=x onerror=alert(2)> | [ok](http://127.0.0.2/) ![pixel](http://127.0.0.2/p.png) `code` ]]></failure>";
+
+/// The forms `key-echo` sends a key back in: as it is, upper-cased, base64 of
+/// `Bearer KEY`, base64url of the key without padding, every byte percent-encoded, hex,
+/// a space between every two characters, a line break in the middle, and every
+/// character `\u`-escaped (in JSON text, where a parser decodes it).
+pub fn echo_forms(key: &str) -> Vec<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let half = key.len() / 2;
+    vec![
+        key.to_owned(),
+        key.to_uppercase(),
+        STANDARD.encode(format!("Bearer {key}")),
+        URL_SAFE_NO_PAD.encode(key),
+        key.bytes().map(|b| format!("%{b:02X}")).collect(),
+        crate::hex(key.as_bytes()),
+        key.chars().map(String::from).collect::<Vec<_>>().join(" "),
+        format!("{}\n{}", &key[..half], &key[half..]),
+    ]
 }
 
 /// The size of the `huge-body` answer and of the `gzip-bomb`'s inflated body.
@@ -87,14 +137,16 @@ pub(super) struct ChaosState {
     chaos: Chaos,
     requests: AtomicU64,
     bomb: std::sync::OnceLock<Bytes>,
+    redirect_to: String,
 }
 
 impl ChaosState {
-    pub(super) fn new(chaos: Chaos) -> Arc<Self> {
+    pub(super) fn new(chaos: Chaos, redirect_to: Option<String>) -> Arc<Self> {
         Arc::new(ChaosState {
             chaos,
             requests: AtomicU64::new(0),
             bomb: std::sync::OnceLock::new(),
+            redirect_to: redirect_to.unwrap_or_else(|| DEFAULT_REDIRECT.to_owned()),
         })
     }
 }
@@ -191,6 +243,63 @@ pub(super) async fn layer(State(state): State<Arc<ChaosState>>, request: Request
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
             r
         }
+        Chaos::Redirect => {
+            let to = format!("{}{}", state.redirect_to.trim_end_matches('/'), request.uri().path());
+            let mut r = Response::new(Body::from(format!("<a href=\"{to}\">moved</a>")));
+            *r.status_mut() = StatusCode::TEMPORARY_REDIRECT;
+            if let Ok(v) = HeaderValue::from_str(&to) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            r
+        }
+        Chaos::KeyEcho => {
+            let key = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or_default()
+                .to_owned();
+            let (stream, _) = asked(request).await;
+            let forms = echo_forms(&key);
+            let mut r = hostile_answer(&forms, stream, n);
+            if !key.is_empty() {
+                use base64::Engine;
+                let id = base64::engine::general_purpose::STANDARD.encode(&key);
+                if let Ok(v) = HeaderValue::from_str(&id) {
+                    r.headers_mut().insert("x-request-id", v);
+                }
+            }
+            if n % 2 == 1 && !stream {
+                // The escaped form only JSON text can carry: written by hand.
+                let escaped: String = key.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+                let body = format!(r#"{{"error":{{"message":"invalid key {escaped}","type":"invalid_request_error","code":"bad_key"}}}}"#);
+                let mut e = Response::new(Body::from(body));
+                *e.status_mut() = StatusCode::BAD_REQUEST;
+                e.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                return e;
+            }
+            r
+        }
+        Chaos::Inject => {
+            let (stream, _) = asked(request).await;
+            let mut r = hostile_answer(&[INJECTION.to_owned()], stream, n);
+            // Header values cannot hold controls; bidi overrides are bytes they can.
+            if let Ok(v) = HeaderValue::from_bytes("req-\u{202e}dlog\u{202c}".as_bytes()) {
+                r.headers_mut().insert("x-request-id", v);
+            }
+            r
+        }
+        Chaos::Unauthorized => openai_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "Incorrect API key provided.",
+        ),
+        Chaos::ServerErrors => openai_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "The server had an error while processing your request.",
+        ),
         Chaos::GzipBomb => {
             let bomb = state.bomb.get_or_init(|| Bytes::from(gzip_bomb(GIB))).clone();
             let mut r = Response::new(Body::from(bomb));
@@ -200,6 +309,49 @@ pub(super) async fn layer(State(state): State<Arc<ChaosState>>, request: Request
             r
         }
     }
+}
+
+/// Whether the request asked for a stream, and its body.
+async fn asked(request: Request) -> (bool, serde_json::Value) {
+    let bytes = axum::body::to_bytes(request.into_body(), 64 << 20)
+        .await
+        .unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    (v["stream"] == true, v)
+}
+
+/// An answer carrying `texts` in every string field: a stream of one frame per text
+/// (and a last frame with the finish reason); else, for even `n`, a completion whose
+/// content joins them, for odd `n`, a 400 error made of them.
+fn hostile_answer(texts: &[String], stream: bool, n: u64) -> Response {
+    let joined = texts.join(" | ");
+    if stream {
+        let mut body = String::new();
+        for t in texts {
+            let chunk = json!({
+                "id": joined, "object": "chat.completion.chunk", "model": joined,
+                "choices": [{ "index": 0, "delta": { "role": "assistant", "content": t }, "finish_reason": null }],
+            });
+            body.push_str(&format!("data: {chunk}\n\n"));
+        }
+        let last = json!({
+            "id": joined, "object": "chat.completion.chunk", "model": joined,
+            "choices": [{ "index": 0, "delta": {}, "finish_reason": joined }],
+            "usage": { "prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2 },
+        });
+        body.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+        return stream_response(Body::from(body));
+    }
+    if n % 2 == 1 {
+        let body = json!({ "error": { "message": joined, "type": joined, "param": joined, "code": joined } });
+        return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+    }
+    let body = json!({
+        "id": joined, "object": "chat.completion", "model": joined,
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": joined }, "finish_reason": joined }],
+        "usage": { "prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2 },
+    });
+    axum::Json(body).into_response()
 }
 
 fn content_frame(i: u64) -> String {

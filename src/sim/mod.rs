@@ -170,6 +170,9 @@ pub struct SimConfig {
     pub weak_model: bool,
     /// Hostile behaviour at the HTTP level, for chat completions.
     pub chaos: Option<Chaos>,
+    /// Where `--chaos redirect` points (another origin); `None`:
+    /// [`chaos::DEFAULT_REDIRECT`].
+    pub redirect_to: Option<String>,
 }
 
 impl SimConfig {
@@ -194,6 +197,7 @@ impl SimConfig {
             batch: DEFAULT_BATCH,
             weak_model: false,
             chaos: None,
+            redirect_to: None,
         }
     }
 

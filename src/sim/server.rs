@@ -37,6 +37,7 @@ struct Sim {
 
 pub(super) fn router(config: SimConfig) -> Router {
     let chaos = config.chaos;
+    let redirect_to = config.redirect_to.clone();
     let sim = Sim {
         stored: Default::default(),
         engine: Engine::new(&config),
@@ -69,7 +70,7 @@ pub(super) fn router(config: SimConfig) -> Router {
         .with_state(Arc::new(sim));
     match chaos {
         Some(chaos) => router.layer(axum::middleware::from_fn_with_state(
-            super::chaos::ChaosState::new(chaos),
+            super::chaos::ChaosState::new(chaos, redirect_to),
             super::chaos::layer,
         )),
         None => router,
