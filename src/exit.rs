@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | 0 | [`SUCCESS`] | every selected case passed |
 //! | 1 | [`FAILED`] | at least one case failed |
-//! | 2 | [`SETUP_ERROR`] | usage, profile, suite or harness error: nothing was judged |
+//! | 2 | [`SETUP_ERROR`] | usage, profile, suite or harness error, or a key the vendor refused (401, 403) after the credential check passed: nothing (more) was judged; the report of the cases before is signed |
 //! | 3 | [`INCONCLUSIVE`] | none failed, but at least one was inconclusive |
 //! | 130 | [`INTERRUPTED`] | interrupted (SIGINT, SIGTERM) before every case finished, none failed: the report is marked incomplete; `run --resume DIR` continues it |
 //!
@@ -18,7 +18,8 @@
 pub const SUCCESS: u8 = 0;
 /// At least one case failed (or, for `verify`, a check did not hold).
 pub const FAILED: u8 = 1;
-/// Usage, profile, suite or harness error: the run could not judge the vendor.
+/// Usage, profile, suite or harness error, or a key the vendor refused after the
+/// credential check: the run could not judge the vendor.
 pub const SETUP_ERROR: u8 = 2;
 /// No case failed, but at least one could not reach its condition.
 pub const INCONCLUSIVE: u8 = 3;

@@ -867,7 +867,10 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
     })
 }
 
-fn print_summary(
+/// Writes the harness's own closing lines about `report` to `out`: one line per case,
+/// where the files went, how to verify, what was sent, the verdict. Every string of
+/// the report is shown inert ([`Sink::Terminal`]).
+pub fn print_summary(
     out: &mut dyn Write,
     report: &Report,
     run_dir: &Path,
@@ -938,9 +941,9 @@ fn print_summary(
         writeln!(
             out,
             "interrupted by {}: {} cases unfinished ({}); the report is marked incomplete; continue with: tenantcheck run --resume {}",
-            i.signal,
+            inert(&i.signal, Sink::Terminal),
             i.unfinished.len(),
-            i.unfinished.join(", "),
+            inert(&i.unfinished.join(", "), Sink::Terminal),
             run_dir.display()
         )?;
     }

@@ -128,6 +128,101 @@ fn apply(bytes: &[u8], (at, byte, kind): (prop::sample::Index, u8, u8)) -> Vec<u
     out
 }
 
+/// Text a hostile vendor would send to be shown: terminal escapes, line ends, bell,
+/// DEL, C1 controls, bidi formatting, markup of every sink, and anything else.
+fn hostile_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("\u{1b}[2J\u{1b}[H".to_owned()),
+        Just("\u{1b}]8;;http://127.0.0.2/\u{7}".to_owned()),
+        Just("\r\nverdict:    PASS (11 passed, 0 failed)\n".to_owned()),
+        Just("test isolation.canary-residue ... ok\n".to_owned()),
+        Just("\u{7}\u{7f}\u{85}\u{9b}\u{0}".to_owned()),
+        Just("\u{202e}\u{202a}\u{2066}\u{2069}\u{200f}\u{61c}\u{2028}".to_owned()),
+        Just("<script>alert(1)</script><img src=x>".to_owned()),
+        Just("]]></failure><failure>\"&'".to_owned()),
+        Just("| [ok](http://127.0.0.2/) ![p](http://127.0.0.2/p.png) `c` **b** # h".to_owned()),
+        any::<char>().prop_map(String::from),
+        "[a-z ]{0,8}",
+    ];
+    proptest::collection::vec(piece, 1..12).prop_map(|p| p.concat())
+}
+
+/// The example report of a failing run, with `text` in every string a vendor can reach
+/// (and, for a report a vendor hands over, every string at all).
+fn hostile_report(text: &str) -> tenantcheck::report::Report {
+    static EXAMPLE: OnceLock<tenantcheck::report::Report> = OnceLock::new();
+    let mut r = EXAMPLE
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/examples/stale-pages");
+            let envelope = std::fs::read(dir.join(tenantcheck::report::ENVELOPE_FILE)).unwrap();
+            let key =
+                tenantcheck::report::key::read_public(&dir.join(tenantcheck::report::key::PUBLIC_KEY_FILE)).unwrap();
+            tenantcheck::report::verify(&envelope, &key, None, None, |_| {})
+                .unwrap()
+                .report()
+                .clone()
+        })
+        .clone();
+    r.vendor.profile.name = text.to_owned();
+    r.vendor.profile.model = text.to_owned();
+    r.vendor.profile.base_url = text.to_owned();
+    r.tool.version = text.to_owned();
+    r.started_at = text.to_owned();
+    for c in &mut r.cases {
+        c.id = format!("{}{text}", c.id);
+        c.requirement = text.to_owned();
+        c.outcome.summary = format!("{text} {}", c.outcome.summary);
+        for f in &mut c.outcome.findings {
+            f.message = text.to_owned();
+            if let Some(leak) = &mut f.leak {
+                leak.excerpt = text.to_owned();
+                leak.matched = text.to_owned();
+                leak.owner = text.to_owned();
+            }
+        }
+    }
+    r.interrupted = Some(tenantcheck::report::Interruption {
+        signal: text.to_owned(),
+        stopped_at: text.to_owned(),
+        unfinished: vec![text.to_owned()],
+    });
+    r
+}
+
+/// What a display must never hold: controls but line feed and tab, DEL, C1 controls,
+/// bidi formatting, line and paragraph separators.
+fn hazards(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| c != '\n' && c != '\t' && tenantcheck::inert::is_hazard(c))
+        .collect()
+}
+
+/// Everything shown of `report`: the harness's closing lines, HTML, Markdown, JUnit.
+fn shown(report: &tenantcheck::report::Report) -> [String; 4] {
+    let mut console = Vec::new();
+    let p = Path::new("run");
+    tenantcheck::harness::print_summary(&mut console, report, p, p, p, false, Default::default()).unwrap();
+    [
+        String::from_utf8(console).unwrap(),
+        tenantcheck::render::html(report, "key", None),
+        tenantcheck::render::markdown(report, "key"),
+        tenantcheck::render::junit(report),
+    ]
+}
+
+/// Markdown table rows and their unescaped pipes: a vendor must not add a cell.
+fn pipes(md: &str) -> Vec<usize> {
+    md.lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| {
+            let b = l.as_bytes();
+            (0..b.len())
+                .filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\'))
+                .count()
+        })
+        .collect()
+}
+
 proptest! {
     #[test]
     fn the_sse_parser_gives_the_same_frames_however_the_bytes_are_cut(
@@ -178,5 +273,22 @@ proptest! {
         prop_assume!(transcript != s.transcript);
         let verified = tenantcheck::report::verify(&s.envelope, &s.key, Some(&transcript), None, |_| {});
         prop_assert!(verified.is_err());
+    }
+
+    #[test]
+    fn vendor_text_is_inert_in_every_display(text in hostile_text()) {
+        let plain = shown(&hostile_report("x"));
+        let [console, html, md, junit] = shown(&hostile_report(&text));
+        for (name, out) in [("console", &console), ("html", &html), ("markdown", &md), ("junit", &junit)] {
+            prop_assert!(hazards(out).is_empty(), "{name}: {:?}", hazards(out));
+        }
+        // No line of its own on the console, no cell of its own in Markdown, no
+        // element of its own in HTML or XML.
+        prop_assert_eq!(console.lines().count(), plain[0].lines().count());
+        prop_assert_eq!(md.lines().count(), plain[2].lines().count());
+        prop_assert_eq!(pipes(&md), pipes(&plain[2]));
+        prop_assert_eq!(html.matches('<').count(), plain[1].matches('<').count());
+        prop_assert_eq!(junit.matches('<').count(), plain[3].matches('<').count());
+        prop_assert!(!md.contains("](") && !md.contains("!["), "{}", md);
     }
 }

@@ -888,3 +888,52 @@ fn every_vendor_profile_lists_the_cases_without_credentials_or_requests() {
     }
     assert!(listed >= 15, "{listed} profiles");
 }
+
+#[test]
+fn declared_versions_are_read_as_their_engines_write_them_and_never_fail_open() {
+    let sim = Sim::start("advisory-key-a-01", "advisory-key-b-01", &[]);
+    let tmp = TempDir::new("advisories");
+    let base = std::fs::read_to_string(sim.profile(tmp.path())).unwrap();
+    for (version, verdict) in [
+        ("0.5.21.post1", Verdict::Fail),
+        ("0.5.22rc1", Verdict::Fail),
+        ("v0.5.21-cu124", Verdict::Fail),
+        ("0.5.22", Verdict::Pass),
+        ("0.5.22+cu124", Verdict::Pass),
+        ("0.5.22-custom", Verdict::Inconclusive),
+        ("nightly", Verdict::Inconclusive),
+    ] {
+        let profile = tmp.path().join(format!("{version}.toml"));
+        let text = base
+            .replace("engine = \"tenantcheck-sim\"", "engine = \"sglang\"")
+            .replace("engine_version = \"0.1.0\"", &format!("engine_version = \"{version}\""));
+        std::fs::write(&profile, text).unwrap();
+        let run_dir = tmp.path().join(format!("run-{version}"));
+        let (code, stdout, stderr) = output(
+            tenantcheck()
+                .args(["run", "--vendor"])
+                .arg(&profile)
+                .arg("--out")
+                .arg(&run_dir)
+                .args(["--exact", "declared.advisories"])
+                .env("TENANTCHECK_KEY_A", "advisory-key-a-01")
+                .env("TENANTCHECK_KEY_B", "advisory-key-b-01"),
+        );
+        let report = verified(&run_dir);
+        let c = report.cases.iter().find(|c| c.id == "declared.advisories").unwrap();
+        assert_eq!(
+            c.outcome.verdict, verdict,
+            "{version}: {}\n{stdout}\n{stderr}",
+            c.outcome.summary
+        );
+        let want = match verdict {
+            Verdict::Fail => 1,
+            Verdict::Pass => 0,
+            _ => 3,
+        };
+        assert_eq!(code, Some(want), "{version}");
+        if verdict == Verdict::Inconclusive {
+            assert!(c.outcome.summary.contains("undecided"), "{}", c.outcome.summary);
+        }
+    }
+}

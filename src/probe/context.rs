@@ -209,7 +209,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
 
     let baseline = b.try_length(short).await?;
     let at_top = b.try_length(top).await?;
-    b.past_context(context).await?;
+    let past_refused = b.past_context(context).await?;
     let effective = if at_top == Processed::Correctly {
         b.longest_correct()
     } else {
@@ -235,8 +235,14 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     };
     let mut outcome = conclude(
         b.findings,
-        if baseline == Processed::Correctly {
+        if baseline == Processed::Correctly && past_refused {
             Ok(format!("{effective_text}; past the context: refused; {spent}"))
+        } else if baseline == Processed::Correctly {
+            // Fail closed: a server error or no answer past the context is not the
+            // refusal the case must see.
+            Err(format!(
+                "the prompt past the context was not refused with a client error or an error frame, so admission past it is unknown; {effective_text}; {spent}"
+            ))
         } else {
             Err(format!(
                 "the model did not recall a needle at {short} tokens, so recall at length says nothing; {effective_text}; {spent}"
@@ -355,7 +361,8 @@ impl Boundary<'_> {
     }
 
     /// A prompt past the context must be refused.
-    async fn past_context(&mut self, context: u64) -> Result<(), SessionError> {
+    /// Sends a prompt past the context; whether it was refused as it must be.
+    async fn past_context(&mut self, context: u64) -> Result<bool, SessionError> {
         let want = context + (self.p.over_by * context as f64) as u64;
         self.seed().await?;
         // Grow the prompt until it is past the context by its own count (the local
@@ -392,15 +399,20 @@ impl Boundary<'_> {
             },
             seq: sent.seq,
         });
-        if ex.is_success() && ex.api_error.is_none() {
+        // Content served is acceptance, even with an error frame after it.
+        if ex.is_success() && (ex.api_error.is_none() || !ex.content.is_empty()) {
             let usage = ex
                 .usage
                 .map(|u| format!(", usage says {} prompt tokens", u.prompt_tokens))
                 .unwrap_or_default();
+            let frame = match ex.api_error {
+                Some(_) => " with content before an error frame",
+                None => "",
+            };
             self.finding(
                 FindingCode::OverLimitAccepted,
                 format!(
-                    "a {tokens}-token prompt, past the advertised context of {context}, was answered 200 (transcript #{}{usage})",
+                    "a {tokens}-token prompt, past the advertised context of {context}, was answered 200{frame} (transcript #{}{usage})",
                     sent.seq
                 ),
                 None,
@@ -412,7 +424,7 @@ impl Boundary<'_> {
                 sent.seq
             ));
         }
-        Ok(())
+        Ok(refused(ex))
     }
 
     /// The other tenant sends a short prompt of canary records.

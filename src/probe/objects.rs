@@ -70,7 +70,16 @@ pub async fn cross_tenant(_p: &ObjectsParams, ctx: Context<'_>) -> Result<Outcom
         }
         let fetched = ctx.session.fetch_stored(ctx.case_id, other, &id).await?;
         coverage.requests += 1;
-        judge(&ctx, &fetched, other, owner, "fetched", &[403, 404], &mut findings);
+        judge(
+            &ctx,
+            &fetched,
+            other,
+            owner,
+            "fetched",
+            &[403, 404],
+            &mut findings,
+            &mut controls,
+        );
         let continued = ctx
             .session
             .store(
@@ -89,6 +98,7 @@ pub async fn cross_tenant(_p: &ObjectsParams, ctx: Context<'_>) -> Result<Outcom
             "continued (previous_response_id)",
             &[400, 403, 404],
             &mut findings,
+            &mut controls,
         );
     }
     let what = format!(
@@ -104,6 +114,7 @@ pub async fn cross_tenant(_p: &ObjectsParams, ctx: Context<'_>) -> Result<Outcom
     Ok(conclude(findings, reached, coverage))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn judge(
     ctx: &Context<'_>,
     sent: &Sent,
@@ -112,8 +123,17 @@ fn judge(
     how: &str,
     refusals: &[u16],
     findings: &mut Vec<Finding>,
+    unjudged: &mut Vec<String>,
 ) {
     let ex = &sent.exchange;
+    if ex.status.is_none() {
+        // Fail closed: no answer is no refusal either.
+        unjudged.push(format!(
+            "tenant {owner}'s stored response {how} with tenant {recipient}'s key got no answer ({}, transcript #{})",
+            describe(ex),
+            sent.seq
+        ));
+    }
     let refused = ex.status.is_some_and(|s| refusals.contains(&s));
     if !refused && ex.status.is_some() {
         findings.push(Finding {

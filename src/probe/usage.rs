@@ -171,6 +171,12 @@ pub fn judge(p: &UsageParams, local: Option<LocalTokenizer>, answered: &[Answere
         }
         if u.prompt_tokens > 0 {
             ratios.push((prompt.len() as f64 / u.prompt_tokens as f64, seq));
+        } else if !prompt.is_empty() {
+            // No ratio to judge, which must not pass: a prompt is never no tokens.
+            findings.push(mismatch(format!(
+                "usage says 0 prompt tokens for a prompt of {} characters (transcript #{seq})",
+                prompt.len()
+            )));
         }
         if u.completion_tokens > u64::from(p.max_tokens)
             || (ex.finish_reason.as_deref() == Some("length") && u.completion_tokens != u64::from(p.max_tokens))
@@ -196,4 +202,31 @@ pub fn judge(p: &UsageParams, local: Option<LocalTokenizer>, answered: &[Answere
         }
     }
     (findings, checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::Usage;
+
+    #[test]
+    fn zero_prompt_tokens_is_a_mismatch_even_without_a_local_tokenizer() {
+        let p: UsageParams = toml::from_str("").unwrap();
+        let prompt = format!("{}{}", HEADS[0], "notes ".repeat(200));
+        let answer = |prompt_tokens| Exchange {
+            status: Some(200),
+            content: "notes".into(),
+            usage: Some(Usage {
+                prompt_tokens,
+                completion_tokens: 1,
+                cached_tokens: None,
+            }),
+            ..Exchange::default()
+        };
+        let (zero, checked) = judge(&p, None, &[(1, prompt.as_str(), &answer(0))]);
+        assert_eq!(checked, 1);
+        assert!(zero.iter().any(|f| f.message.contains("0 prompt tokens")), "{zero:?}");
+        let (plausible, _) = judge(&p, None, &[(1, prompt.as_str(), &answer(300))]);
+        assert!(plausible.is_empty(), "{plausible:?}");
+    }
 }

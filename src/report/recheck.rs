@@ -74,9 +74,18 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         if v["kind"] != "exchange" {
             continue;
         }
-        let seq = v["seq"].as_u64().unwrap_or_default();
-        let case = v["case"].as_str().unwrap_or_default().to_owned();
-        let tenant = v["tenant"].as_str().unwrap_or_default();
+        // Fail closed: an exchange that does not say whose it is cannot be judged.
+        let (Some(seq), Some(case), Some(tenant)) = (v["seq"].as_u64(), v["case"].as_str(), v["tenant"].as_str())
+        else {
+            return Err(bad(
+                "transcript",
+                format!(
+                    "an exchange line without its seq, case or tenant: {}",
+                    String::from_utf8_lossy(line).chars().take(120).collect::<String>()
+                ),
+            ));
+        };
+        let case = case.to_owned();
         let ex: Exchange = serde_json::from_value(v["exchange"].clone()).map_err(|e| bad(&case, e.to_string()))?;
         responses += 1;
         if matches!(ex.status, Some(300..=399)) {
