@@ -10,8 +10,8 @@
 //!
 //! Every sink shows as a visible escape (`\u{1b}`) each character that acts instead of
 //! printing: C0 controls (in the terminal, the line break too), DEL, C1 controls, the
-//! bidi embeddings, overrides, isolates and marks, and the line and paragraph
-//! separators. On top of that:
+//! bidi embeddings, overrides, isolates and marks, the line and paragraph separators,
+//! and U+FFFE and U+FFFF. On top of that:
 //!
 //! | sink | also |
 //! | --- | --- |
@@ -40,13 +40,14 @@ pub enum Sink {
 }
 
 /// Whether `c` acts on the display instead of printing: controls, bidi formatting,
-/// line and paragraph separators. Tab and line feed are handled per sink.
+/// line and paragraph separators (and the two noncharacters XML 1.0 cannot hold).
+/// Tab and line feed are handled per sink.
 pub fn is_hazard(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
             '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-                | '\u{2028}' | '\u{2029}'
+                | '\u{2028}' | '\u{2029}' | '\u{fffe}' | '\u{ffff}'
         )
 }
 

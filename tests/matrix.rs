@@ -125,6 +125,13 @@ const ROWS: &[Row] = &[
         why: "one prefix cache for all tenants: another tenant's prefix is answered faster, and usage says it was cached",
     },
     Row {
+        name: "over-context-server-error",
+        flags: &["--fault", "over-context-server-error"],
+        inconclusive: &["context.boundary"],
+        fail: &["errors.semantics"],
+        why: "requests over the context refused with 500, as llama.cpp's server does: a wrong request refused as a crash fails, and a refusal past the context that cannot be told from a crash leaves the boundary undecided, never passed",
+    },
+    Row {
         name: "weak model",
         flags: &["--weak-model"],
         inconclusive: &["concurrency.binding", "context.boundary", "context.recall"],

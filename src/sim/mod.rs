@@ -81,6 +81,11 @@ pub enum Fault {
     /// The prompt-prefix cache is shared by all tenants (the same as
     /// `--prefix-cache global`).
     GlobalPrefixCache,
+    /// A request over the context is refused with HTTP 500 `server_error` instead of a
+    /// client error (llama.cpp's server answers 500 "Context size has been exceeded"
+    /// when its unified KV pool runs out): no harm done, but no refusal the suite can
+    /// tell from a crash either.
+    OverContextServerError,
 }
 
 impl Fault {
@@ -96,6 +101,7 @@ impl Fault {
         Fault::ObjectIdor,
         Fault::CancelSwap,
         Fault::GlobalPrefixCache,
+        Fault::OverContextServerError,
     ];
 
     /// The fault's name on the command line.
@@ -111,6 +117,7 @@ impl Fault {
             Fault::ObjectIdor => "object-idor",
             Fault::CancelSwap => "cancel-swap",
             Fault::GlobalPrefixCache => "global-prefix-cache",
+            Fault::OverContextServerError => "over-context-server-error",
         }
     }
 }

@@ -453,6 +453,12 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
             sim.context,
             tokens.len()
         );
+        if sim.has(Fault::OverContextServerError) {
+            let msg = "Context size has been exceeded.";
+            return sim
+                .refuse(delivery, StatusCode::INTERNAL_SERVER_ERROR, "server_error", msg)
+                .await;
+        }
         return sim.refuse(delivery, bad, "context_length_exceeded", &msg).await;
     }
     match sim
