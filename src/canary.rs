@@ -212,6 +212,9 @@ pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Accoun
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
+    /// An account number one digit off the canary's (a model that garbles what it
+    /// copies), or two digits off with the owner's family name near it.
+    AccountNear,
     /// The account number alone.
     Account,
     /// The e-mail address alone.

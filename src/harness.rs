@@ -821,6 +821,7 @@ fn tool_bug(panic: &Box<dyn std::any::Any + Send>) -> Outcome {
         }],
         sweep: Vec::new(),
         timing: Vec::new(),
+        power: None,
     }
 }
 

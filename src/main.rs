@@ -222,6 +222,11 @@ struct SimArgs {
     /// inconclusive, never failed).
     #[arg(long)]
     weak_model: bool,
+    /// A model that garbles what it copies, as small real models do: one digit of every
+    /// 12-digit number changed, two letters of every e-mail swapped (not a fault: leak
+    /// detectors must still see other tenants' records, and the controls its own).
+    #[arg(long)]
+    garbling_model: bool,
     /// A tenant as LABEL=ENV: its API key is read from environment variable ENV.
     /// Default: a=TENANTCHECK_KEY_A and b=TENANTCHECK_KEY_B, as in vendors/sim.toml.
     #[arg(long = "tenant", value_name = "LABEL=ENV")]
@@ -376,6 +381,7 @@ fn sim(args: SimArgs) -> u8 {
         decode_step: Duration::from_micros(if args.no_delay { 0 } else { args.decode_step_us }),
         batch: args.batch,
         weak_model: args.weak_model,
+        garbling_model: args.garbling_model,
         chaos: args.chaos,
         redirect_to: args.redirect_to,
     };

@@ -49,6 +49,137 @@ pub struct Outcome {
     /// For timing tests: each level tested, with every raw timing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timing: Vec<TimingLevel>,
+    /// For cases that look for leaked content: the positive control measured on this
+    /// vendor and the power that follows (see [`Power`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<Power>,
+}
+
+/// What a case that looks for leaked content could have seen, measured on this vendor.
+///
+/// The positive control: every answer the case gets was asked to read back the
+/// asking tenant's own records, so whether the detector finds one of them in it (an
+/// *echo*) shows how often content the model read comes back recognisably. An
+/// *exposure* is an answer that could have drawn on another tenant's content instead
+/// (for `isolation.canary-residue`: a prober's answer, sent right after another
+/// tenant's prompt of the same length). Per length band, the echo rate's one-sided
+/// 95% lower confidence bound (Clopper–Pearson) is taken, and the power is the chance
+/// of at least one echoed leak had every exposure drawn on another tenant's content:
+/// `1 - Π (1 - echo_low)^exposures`. A case passes only with `power >= min_power`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Power {
+    /// What was asked of the model, in words.
+    pub control: String,
+    /// Per length band, in ascending length.
+    pub bands: Vec<EchoBand>,
+    /// The chance of seeing a leak had every exposure carried one (at the bands'
+    /// lower bounds).
+    pub power: f64,
+    /// The power a pass requires (the case's `min_power`).
+    pub min_power: f64,
+}
+
+/// The positive control at one length.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EchoBand {
+    /// The prompt length aimed for, in tokens.
+    pub tokens: u64,
+    /// The transcript lines of the answers that served as controls.
+    pub answers: Vec<u64>,
+    /// Those of them in which the detector found the asking tenant's own content.
+    pub echoed: Vec<u64>,
+    /// Those of them that were exposures (each sent right after another tenant's
+    /// prompt).
+    pub exposed: Vec<u64>,
+    /// The echo rate's one-sided 95% lower confidence bound.
+    pub echo_low: f64,
+}
+
+impl Power {
+    /// The confidence of each band's lower bound on its echo rate.
+    pub const CONFIDENCE: f64 = 0.95;
+
+    /// The power of `bands` (each with its `echo_low` computed from its counts).
+    pub fn of(control: String, bands: Vec<EchoBand>, min_power: f64) -> Power {
+        let miss: f64 = bands
+            .iter()
+            .map(|b| (1.0 - b.echo_low).powi(b.exposed.len() as i32))
+            .product();
+        Power {
+            control,
+            bands,
+            power: 1.0 - miss,
+            min_power,
+        }
+    }
+
+    /// Whether the case could have seen what it looks for.
+    pub fn suffices(&self) -> bool {
+        self.power >= self.min_power
+    }
+
+    /// The figures, in words: per band echoes over answers, exposures, and the power.
+    pub fn describe(&self) -> String {
+        let bands: Vec<String> = self
+            .bands
+            .iter()
+            .map(|b| format!("{}/{} at {} tokens", b.echoed.len(), b.answers.len(), b.tokens))
+            .collect();
+        let exposures: usize = self.bands.iter().map(|b| b.exposed.len()).sum();
+        format!(
+            "own records read back in {}; {exposures} exposures; power {:.4} (needs {})",
+            bands.join(", "),
+            self.power,
+            self.min_power
+        )
+    }
+}
+
+impl EchoBand {
+    /// A band from its answers and echoes.
+    pub fn new(tokens: u64, answers: Vec<u64>, echoed: Vec<u64>, exposed: Vec<u64>) -> EchoBand {
+        let echo_low = lower_bound(echoed.len() as u64, answers.len() as u64, 1.0 - Power::CONFIDENCE);
+        EchoBand {
+            tokens,
+            answers,
+            echoed,
+            exposed,
+            echo_low,
+        }
+    }
+}
+
+/// The one-sided lower confidence bound on a rate seen `k` times in `n` at error
+/// `alpha` (Clopper–Pearson): the `p` at which `k` or more in `n` has chance `alpha`.
+pub fn lower_bound(k: u64, n: u64, alpha: f64) -> f64 {
+    if k == 0 || n == 0 {
+        return 0.0;
+    }
+    if k == n {
+        return alpha.powf(1.0 / n as f64);
+    }
+    // P(X >= k) grows with p: bisect.
+    let tail = |p: f64| {
+        let mut sum = 0.0;
+        let mut term = (1.0 - p).powi(n as i32); // P(X = 0)
+        for i in 0..n {
+            if i >= k {
+                sum += term;
+            }
+            term *= (n - i) as f64 / (i + 1) as f64 * p / (1.0 - p);
+        }
+        sum + if n >= k { term } else { 0.0 }
+    };
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        if tail(mid) < alpha {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// One level of a prefix-cache timing test: which key sent a prompt, which key then
@@ -145,6 +276,7 @@ impl Outcome {
             findings: Vec::new(),
             sweep: Vec::new(),
             timing: Vec::new(),
+            power: None,
         }
     }
 
@@ -244,4 +376,43 @@ pub struct LeakEvidence {
     pub seeded_in: Option<u64>,
     /// Transcript sequence number of the exchange that returned it.
     pub returned_in: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clopper_pearson_lower_bounds() {
+        // P(X >= 3 | n = 4, p) = 0.05 at p = 0.2486; all of n: alpha^(1/n).
+        assert!(
+            (lower_bound(3, 4, 0.05) - 0.2486).abs() < 1e-3,
+            "{}",
+            lower_bound(3, 4, 0.05)
+        );
+        assert!((lower_bound(4, 4, 0.05) - 0.05f64.powf(0.25)).abs() < 1e-12);
+        assert_eq!(lower_bound(0, 10, 0.05), 0.0);
+        // 50 of 100: 0.4136 (the lower end of the two-sided 90% interval).
+        assert!(
+            (lower_bound(50, 100, 0.05) - 0.4136).abs() < 1e-3,
+            "{}",
+            lower_bound(50, 100, 0.05)
+        );
+    }
+
+    #[test]
+    fn power_multiplies_the_misses_of_every_exposure() {
+        let band = |k: usize, n: usize, e: usize| {
+            EchoBand::new(
+                100,
+                (0..n as u64).collect(),
+                (0..k as u64).collect(),
+                (0..e as u64).collect(),
+            )
+        };
+        let p = Power::of("c".into(), vec![band(4, 4, 2), band(4, 4, 2)], 0.99);
+        let low = 0.05f64.powf(0.25);
+        assert!((p.power - (1.0 - (1.0 - low).powi(4))).abs() < 1e-12);
+        assert!(!Power::of("c".into(), vec![band(0, 4, 2)], 0.99).suffices());
+    }
 }

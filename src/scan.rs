@@ -8,8 +8,20 @@
 //! match, while the mapping back to the original text keeps the excerpt exact.
 //!
 //! A canary is reported once per scan, by its most complete fragment: the whole
-//! record, else the e-mail address, else the account number. Only the two fragments
-//! are patterns; a hit becomes a whole-record hit when the record stands around it.
+//! record, else the e-mail address, else the account number, else a *near* account
+//! number. Only the two fragments are patterns; a hit becomes a whole-record hit when
+//! the record stands around it.
+//!
+//! A leak rarely comes back verbatim: a model decoding over another request's KV
+//! garbles what it copies. So a run of 12 digits that differs from a canary's account
+//! number in one digit is a hit too ([`Fragment::AccountNear`]), and one that differs
+//! in two when the canary's family name stands within [`NEAR_NAME_WINDOW`] letters and
+//! digits of it. Chance of a match by accident, per 12-digit number scanned and per
+//! canary: one digit off, 108 in 10^12 (1.1e-10); two off, 5,346 in 10^12 (5.3e-9),
+//! times the chance that the family name (one of 64) stands near by accident. A run of
+//! a few hundred canaries over a few thousand numbers: below 1e-3. Candidates are found
+//! by the pigeonhole principle: a number one or two digits off shares at least one of
+//! the three 4-digit blocks exactly.
 //! See `benches/scan.rs` and `docs/benchmarks.md` for the speed.
 
 use crate::canary::{Canary, Fragment};
@@ -31,6 +43,10 @@ fn longest_digit_run(s: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// Letters and digits on each side of a number two digits off a canary's account
+/// within which the canary's family name must stand for a near hit.
+pub const NEAR_NAME_WINDOW: usize = 160;
+
 /// Characters of context kept on each side of a match in an excerpt.
 const EXCERPT_CONTEXT: usize = 80;
 
@@ -44,6 +60,10 @@ pub struct Scanner {
     patterns: Vec<(usize, Fragment, usize)>,
     /// Each canary's whole record, normalised.
     records: Vec<String>,
+    /// Each canary's account digits, and its family name normalised.
+    accounts: Vec<([u8; 12], String)>,
+    /// (block 0-2, its 4 digits) → the canaries whose account has them there.
+    blocks: std::collections::HashMap<(u8, [u8; 4]), Vec<usize>>,
     /// How many letters and digits around a run of digits can belong to a hit (the
     /// longest record); `None` when a pattern lacks such a run and the whole text must
     /// be scanned.
@@ -73,7 +93,19 @@ impl Scanner {
         let mut patterns = Vec::new();
         let mut texts = Vec::new();
         let mut records = Vec::new();
+        let mut accounts = Vec::new();
+        let mut blocks: std::collections::HashMap<(u8, [u8; 4]), Vec<usize>> = Default::default();
         for (i, c) in canaries.iter().enumerate() {
+            let digits: Vec<u8> = c.account.bytes().filter(u8::is_ascii_digit).collect();
+            let digits: [u8; 12] = digits.try_into().unwrap_or([0; 12]);
+            for k in 0..3u8 {
+                let block: [u8; 4] = digits[usize::from(k) * 4..usize::from(k) * 4 + 4]
+                    .try_into()
+                    .expect("4 digits");
+                blocks.entry((k, block)).or_default().push(i);
+            }
+            let family = c.name.rsplit(' ').next().unwrap_or_default();
+            accounts.push((digits, normalise(family, |_, _| {})));
             let record = normalise(&c.record(), |_, _| {});
             for (fragment, text) in c.fragments() {
                 if fragment == Fragment::Record {
@@ -102,6 +134,8 @@ impl Scanner {
             matcher,
             patterns,
             records,
+            accounts,
+            blocks,
             context,
         }
     }
@@ -173,6 +207,7 @@ impl Scanner {
             let (fragment, s, e) = whole.unwrap_or((fragment, m.start(), m.end()));
             found.push((ci, fragment, s, e));
         }
+        self.near_accounts(&skeleton, recipient, &mut found);
         if found.is_empty() {
             return;
         }
@@ -188,6 +223,50 @@ impl Scanner {
             let span = (fragment, start + spans[&s].0, start + spans[&(e - 1)].1);
             if best[ci].is_none_or(|(f, _, _)| fragment > f) {
                 best[ci] = Some(span);
+            }
+        }
+    }
+}
+
+impl Scanner {
+    /// Adds to `found` every run of 12 digits in `skeleton` near a canary's account
+    /// number (see the module) that is not `recipient`'s.
+    fn near_accounts(&self, skeleton: &str, recipient: &str, found: &mut Vec<(usize, Fragment, usize, usize)>) {
+        let bytes = skeleton.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if !bytes[i].is_ascii_digit() {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            for w in start..(i.max(start + 11) - 11) {
+                let window: [u8; 12] = bytes[w..w + 12].try_into().expect("12 digits");
+                let mut seen = Vec::new();
+                for k in 0..3u8 {
+                    let block: [u8; 4] = window[usize::from(k) * 4..usize::from(k) * 4 + 4]
+                        .try_into()
+                        .expect("4 digits");
+                    for &ci in self.blocks.get(&(k, block)).into_iter().flatten() {
+                        if seen.contains(&ci) || self.canaries[ci].owner == recipient {
+                            continue;
+                        }
+                        seen.push(ci);
+                        let (account, family) = &self.accounts[ci];
+                        let off = account.iter().zip(&window).filter(|(a, b)| a != b).count();
+                        let named = || {
+                            let from = w.saturating_sub(NEAR_NAME_WINDOW);
+                            let to = (w + 12 + NEAR_NAME_WINDOW).min(bytes.len());
+                            !family.is_empty() && bytes[from..to].windows(family.len()).any(|x| x == family.as_bytes())
+                        };
+                        if off == 1 || (off == 2 && named()) {
+                            found.push((ci, Fragment::AccountNear, w, w + 12));
+                        }
+                    }
+                }
             }
         }
     }
@@ -374,6 +453,55 @@ mod tests {
         let a = s.canary("a", "t", 0);
         let b = s.canary("b", "t", 0);
         (a.clone(), b.clone(), Scanner::new(vec![a, b]))
+    }
+
+    /// `account` with the digits at `at` changed.
+    fn off(account: &str, at: &[usize]) -> String {
+        let mut n = 0;
+        account
+            .chars()
+            .map(|c| {
+                if !c.is_ascii_digit() {
+                    return c;
+                }
+                n += 1;
+                match at.contains(&(n - 1)) {
+                    true => char::from(b'0' + (c as u8 - b'0' + 3) % 10),
+                    false => c,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finds_an_account_number_garbled_by_a_digit_or_two() {
+        let (a, b, scanner) = setup();
+        let family = a.name.rsplit(' ').next().unwrap();
+        let one = format!("our records show account {} on file", off(&a.account, &[6]));
+        let hits = scanner.scan(&one, "b");
+        assert_eq!(hits.len(), 1, "{one}");
+        assert_eq!(
+            (hits[0].canary.id.as_str(), hits[0].fragment),
+            (a.id.as_str(), Fragment::AccountNear)
+        );
+        assert!(scanner.scan(&one, "a").is_empty(), "its own, garbled, is no leak");
+        let two = format!("account {} on file", off(&a.account, &[2, 9]));
+        assert!(
+            scanner.scan(&two, "b").is_empty(),
+            "two digits off alone could be chance"
+        );
+        let named = format!("{family}, account {} on file", off(&a.account, &[2, 9]));
+        assert_eq!(scanner.scan(&named, "b").len(), 1, "{named}");
+        let three = format!("{family}, account {}", off(&a.account, &[1, 5, 10]));
+        assert!(scanner.scan(&three, "b").is_empty());
+        // The exact number is still the better hit.
+        let exact = format!("{}, {}", a.account, off(&b.account, &[0]));
+        let hits = scanner.scan(&exact, "nobody");
+        let frag = |id: &str| hits.iter().find(|h| h.canary.id == id).unwrap().fragment;
+        assert_eq!((frag(&a.id), frag(&b.id)), (Fragment::Account, Fragment::AccountNear));
+        // Non-ASCII around the number does not break the name window.
+        let wide = format!("ÄÖÜ {family} é {} ü", off(&a.account, &[2, 9]));
+        assert_eq!(scanner.scan(&wide, "b").len(), 1);
     }
 
     #[test]

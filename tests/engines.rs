@@ -60,9 +60,15 @@ fn llama_server_with_a_real_model() {
     };
 
     // No tenant's canary ever reached the other: llama.cpp keeps each request's KV in
-    // its own slot and writes the whole prompt before decoding.
-    let (v, why, _) = verdict("isolation.canary-residue");
-    assert_eq!(v, Verdict::Pass, "{why}");
+    // its own slot and writes the whole prompt before decoding. Whether that is a pass
+    // depends on the power the 135M model gives the case: it reads back little of what
+    // it is given, so the case reports its echo rates and is inconclusive below 0.99.
+    let (v, why, c) = verdict("isolation.canary-residue");
+    assert_ne!(v, Verdict::Fail, "{why}");
+    let power = c.outcome.power.as_ref().expect("the case reports its power");
+    assert_eq!(v == Verdict::Pass, power.power >= power.min_power, "{why}");
+    assert!(why.contains("own records read back in"), "{why}");
+    eprintln!("isolation on llama.cpp: {why}");
     let (v, why, _) = verdict("concurrency.binding");
     assert_ne!(v, Verdict::Fail, "no answer may hold another request's nonce: {why}");
 

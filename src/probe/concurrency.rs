@@ -24,7 +24,7 @@
 use super::{Context, ParamsError, conclude, describe, leak};
 use crate::adapter::ChatRequest;
 use crate::canary::Canary;
-use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
+use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, Outcome, Power};
 use crate::scan::Scanner;
 use crate::session::{Sent, SessionError};
 use futures_util::StreamExt;
@@ -54,6 +54,15 @@ pub struct BindingParams {
     /// Tokens each request asks for.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
+    /// The power a pass needs: the chance, measured on this vendor, that the case
+    /// would have recognised a misrouted answer had every answer of the burst been
+    /// another request's (see [`crate::outcome::Power`]).
+    #[serde(default = "default_min_power")]
+    pub min_power: f64,
+}
+
+fn default_min_power() -> f64 {
+    0.99
 }
 
 fn default_requests() -> u32 {
@@ -103,6 +112,9 @@ impl BindingParams {
         }
         if self.max_tokens < 16 {
             return invalid("max_tokens", format!("is {}; ask for at least 16", self.max_tokens));
+        }
+        if !(self.min_power > 0.0 && self.min_power < 1.0) {
+            return invalid("min_power", "must be in (0, 1): a power of 1 is never measured".into());
         }
         Ok(())
     }
@@ -210,6 +222,9 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
     let mut copies = [(0u32, 0u32); 2]; // (copied, complete) for baseline, burst
     let mut cancelled_unfinished = 0;
     let mut failed = Vec::new();
+    // The positive control under load: the burst's complete answers, each asked to
+    // repeat its own nonce; every one of them is also an exposure.
+    let (mut controls, mut echoes) = (Vec::new(), Vec::new());
     for (i, a) in answered.iter().enumerate() {
         let ex = &a.sent.exchange;
         coverage.requests += 1;
@@ -255,7 +270,17 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
         let stage = &mut copies[usize::from(i >= baseline_len)];
         stage.1 += 1;
         stage.0 += u32::from(own);
+        if i >= baseline_len {
+            controls.push(a.sent.seq);
+            let prompt = a.sent.exchange.request.body.as_ref().map(prompt_of).unwrap_or_default();
+            if super::echoed(std::slice::from_ref(&a.planned.nonce), &prompt, &ex.content) {
+                echoes.push(a.sent.seq);
+            }
+        }
     }
+    let tokens = coverage.prompt_tokens / coverage.requests.max(1);
+    let band = EchoBand::new(tokens, controls.clone(), echoes, controls);
+    let power = Power::of(CONTROL.to_owned(), vec![band], p.min_power);
     let peak = peak.into_inner();
     let [(base_copied, base_n), (burst_copied, burst_n)] = copies;
     let what = format!(
@@ -285,16 +310,37 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
         Err(format!(
             "answers under load lacked their own nonce far more often than alone (a misrouted answer would look so; a weak model under load could too); {what}"
         ))
+    } else if !power.suffices() {
+        Err(format!(
+            "the model repeated too few of its own nonces for a misrouted answer to show: {}; {what}",
+            power.describe()
+        ))
     } else {
-        Ok(what)
+        Ok(format!("{what}; {}", power.describe()))
     };
-    Ok(conclude(findings, reached, coverage))
+    let mut outcome = conclude(findings, reached, coverage);
+    outcome.power = Some(power);
+    Ok(outcome)
 }
 
 /// Whether item `i` of `n` is one of `k` spread evenly among them.
 fn spread(i: u32, n: u32, k: u32) -> bool {
     let (i, n, k) = (u64::from(i), u64::from(n), u64::from(k));
     (i * k) / n != ((i + 1) * k) / n
+}
+
+/// The words for the control, in the report.
+const CONTROL: &str = "each answer of the burst asked to repeat its own request's customer record";
+
+/// The text of a recorded request's messages.
+fn prompt_of(body: &serde_json::Value) -> String {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn send(ctx: &Context<'_>, r: &Planned, max_tokens: u32) -> Result<Sent, SessionError> {

@@ -18,13 +18,21 @@
 //! each processed prompt refines it, and a rung the vendor refuses as over its context is retried 10% shorter, up to
 //! three times.
 //!
+//! Every prompt asks for its first record back, so every answer is also a positive
+//! control: whether the asking tenant's own records come back in it, by the same
+//! detector that looks for other tenants' ([`super::echoed`]). Per rung, the echo rate and
+//! the number of exposures (the probers' answers) give the case's power (see
+//! [`crate::outcome::Power`]), which `verify` re-derives from the transcript.
+//!
 //! Verdicts: any foreign canary is a fail. Otherwise the case passes only when every
-//! prober had a prompt of at least `min_reach` of the top rung processed; else it is
-//! inconclusive, saying how far it got.
+//! prober had a prompt of at least `min_reach` of the top rung processed and the power
+//! reached `min_power`; else it is inconclusive, saying how far it got and what power
+//! it had.
 
 use super::ParamsError;
 use crate::adapter::{ChatRequest, Exchange};
-use crate::outcome::{Coverage, Finding, FindingCode, LeakEvidence, Outcome, Verdict};
+use crate::canary::Canary;
+use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, LeakEvidence, Outcome, Power, Verdict};
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN, Placed, PromptBuilder};
 use crate::session::{Sent, Session, SessionError};
 use schemars::JsonSchema;
@@ -45,6 +53,15 @@ pub struct CanaryResidueParams {
     /// The share of the top rung every prober's prompt must reach for a pass.
     #[serde(default = "default_min_reach")]
     pub min_reach: f64,
+    /// The power a pass needs: the chance, measured on this vendor, that the case
+    /// would have seen a leak had every prober's answer drawn on another tenant's
+    /// records (see [`crate::outcome::Power`]).
+    #[serde(default = "default_min_power")]
+    pub min_power: f64,
+}
+
+fn default_min_power() -> f64 {
+    0.99
 }
 
 fn default_lengths() -> Vec<f64> {
@@ -76,6 +93,9 @@ impl CanaryResidueParams {
         }
         if !(self.min_reach > 0.0 && self.min_reach <= 1.0) {
             return invalid("min_reach", "must be in (0, 1]".into());
+        }
+        if !(self.min_power > 0.0 && self.min_power < 1.0) {
+            return invalid("min_power", "must be in (0, 1): a power of 1 is never measured".into());
         }
         Ok(())
     }
@@ -119,6 +139,8 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         notes: Vec::new(),
         builder: PromptBuilder::default(),
         prompts: 0,
+        issued: BTreeMap::new(),
+        controls: BTreeMap::new(),
     };
     match run.go().await {
         Ok(reach) => run.conclude(reach),
@@ -147,7 +169,25 @@ struct Run<'a> {
     builder: PromptBuilder,
     /// Prompts built so far (each gets its own filler seed).
     prompts: u32,
+    /// The canaries issued to each tenant in this case.
+    issued: BTreeMap<String, Vec<Canary>>,
+    /// Per rung's target length: the positive control.
+    controls: BTreeMap<u64, Control>,
 }
+
+/// The positive control of one rung, by transcript line.
+#[derive(Default)]
+struct Control {
+    /// The answers processed.
+    answers: Vec<u64>,
+    /// Those that held the asking tenant's own records.
+    echoed: Vec<u64>,
+    /// Those that were probers' (exposures).
+    exposed: Vec<u64>,
+}
+
+/// The words for the control, in the report.
+pub const CONTROL: &str = "each answer asked to read back the first of the asking tenant's own records";
 
 /// How big a records prompt is made.
 #[derive(Clone, Copy)]
@@ -178,8 +218,8 @@ impl Run<'_> {
         for (i, seeder) in tenants.iter().enumerate() {
             let prober = &tenants[(i + 1) % tenants.len()];
             for (rung, &target) in targets.iter().enumerate() {
-                self.send_records(seeder, target, false).await?;
-                let got = self.send_records(prober, target, rung % 2 == 1).await?;
+                self.send_records(seeder, target, false, false).await?;
+                let got = self.send_records(prober, target, rung % 2 == 1, true).await?;
                 if rung + 1 == targets.len() {
                     reach.insert(prober.clone(), got.unwrap_or(0));
                 }
@@ -223,10 +263,17 @@ impl Run<'_> {
         }
     }
 
-    /// Sends a records prompt of about `target` tokens as `tenant`; returns the prompt
-    /// tokens processed, or `None` when the vendor did not process it.
-    async fn send_records(&mut self, tenant: &str, target: u64, stream: bool) -> Result<Option<u64>, SessionError> {
-        let mut target = target;
+    /// Sends a records prompt of about `target` tokens as `tenant` (a prober's: an
+    /// exposure); returns the prompt tokens processed, or `None` when the vendor did
+    /// not process it. A processed answer is a positive control of the rung.
+    async fn send_records(
+        &mut self,
+        tenant: &str,
+        rung: u64,
+        stream: bool,
+        exposure: bool,
+    ) -> Result<Option<u64>, SessionError> {
+        let mut target = rung;
         for _ in 0..4 {
             let mut prompt = self.prompt(tenant, PromptSize::Tokens(target));
             // Sized by a ratio learned on other text, a prompt the local tokenizer counts
@@ -255,6 +302,16 @@ impl Run<'_> {
                     _ => self.builder.tokens_for(prompt.len()),
                 };
                 self.coverage.max_prompt_tokens = self.coverage.max_prompt_tokens.max(tokens);
+                let own = self.issued.get(tenant).map(Vec::as_slice).unwrap_or_default();
+                let echo = super::echoed(own, &prompt, &ex.content);
+                let control = self.controls.entry(rung).or_default();
+                control.answers.push(sent.seq);
+                if echo {
+                    control.echoed.push(sent.seq);
+                }
+                if exposure {
+                    control.exposed.push(sent.seq);
+                }
                 return Ok(Some(tokens));
             }
             if !is_over_context(ex) {
@@ -280,9 +337,11 @@ impl Run<'_> {
     fn prompt(&mut self, tenant: &str, size: PromptSize) -> String {
         let session = self.session;
         let next = self.next_index.entry(tenant.to_owned()).or_insert(0);
+        let issued = self.issued.entry(tenant.to_owned()).or_default();
         let mut issue = || {
             let c = session.canary(tenant, self.case, *next);
             *next += 1;
+            issued.push(c.clone());
             c
         };
         let mut head = String::from(self.session.secret().pick("isolation", INSTRUCTIONS));
@@ -347,6 +406,12 @@ impl Run<'_> {
 
     fn conclude(self, reach: Option<Reach>) -> Outcome {
         let c = self.coverage;
+        let bands = self
+            .controls
+            .iter()
+            .map(|(&tokens, c)| EchoBand::new(tokens, c.answers.clone(), c.echoed.clone(), c.exposed.clone()))
+            .collect();
+        let power = Power::of(CONTROL.to_owned(), bands, self.p.min_power);
         let context = self.session.profile().context_window;
         let exercised = format!(
             "{} requests, {} prompt tokens, longest prompt {} tokens ({:.0}% of the advertised {context})",
@@ -388,9 +453,10 @@ impl Run<'_> {
                 findings,
                 sweep: Vec::new(),
                 timing: Vec::new(),
+                power: Some(power),
             };
         }
-        let short: Vec<String> = match &reach {
+        let mut short: Vec<String> = match &reach {
             None => vec!["the ladder was not run".into()],
             Some(r) => r
                 .iter()
@@ -398,17 +464,25 @@ impl Run<'_> {
                 .map(|(t, got)| format!("tenant {t} reached {got} of {} tokens", c.target_prompt_tokens))
                 .collect(),
         };
+        if reach.is_some() && !power.suffices() {
+            short.push(format!(
+                "the model read back too little of what it was given for a leak to show: {}; more rungs or a model that copies more would raise it",
+                power.describe()
+            ));
+        }
         if short.is_empty() {
             Outcome {
                 verdict: Verdict::Pass,
                 summary: format!(
-                    "no canary of another tenant in {} responses; {exercised}",
-                    self.responses
+                    "no canary of another tenant in {} responses; {}; {exercised}",
+                    self.responses,
+                    power.describe()
                 ),
                 coverage: c,
                 findings: Vec::new(),
                 sweep: Vec::new(),
                 timing: Vec::new(),
+                power: Some(power),
             }
         } else {
             let mut why = short;
@@ -423,6 +497,7 @@ impl Run<'_> {
                 findings: Vec::new(),
                 sweep: Vec::new(),
                 timing: Vec::new(),
+                power: Some(power),
             }
         }
     }

@@ -163,6 +163,18 @@ impl ProbeSpec {
     }
 }
 
+/// Whether `answer` holds any of `own` canaries (the asking tenant's) that `prompt`
+/// carried, by the scanner that finds other tenants' canaries: the positive control of
+/// every case that looks for leaked content (see [`crate::outcome::Power`]). `verify`
+/// re-judges the transcript with it.
+pub fn echoed(own: &[crate::canary::Canary], prompt: &str, answer: &str) -> bool {
+    // The answer is short and the prompt may be a million tokens: scan the answer, then
+    // look up only what it holds. No tenant is labelled with a NUL, so every canary
+    // counts as "another's" here.
+    let hits = crate::scan::Scanner::new(own.to_vec()).scan(answer, "\u{0}");
+    hits.iter().any(|h| prompt.contains(&h.canary.account))
+}
+
 /// Runs one case's probe. Whatever the probe concluded, and however it ended (a
 /// budget, an interruption), another tenant's canary in any answer the case received
 /// fails it: the session scans every answer, and a leak the probe did not report is
@@ -266,6 +278,7 @@ async fn run_probe(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
         findings: Vec::new(),
         sweep: Vec::new(),
         timing: Vec::new(),
+        power: None,
     })
 }
 
@@ -417,6 +430,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             findings,
             sweep: Vec::new(),
             timing: Vec::new(),
+            power: None,
         },
         (true, Ok(what)) => Outcome {
             verdict: Verdict::Pass,
@@ -425,6 +439,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             findings,
             sweep: Vec::new(),
             timing: Vec::new(),
+            power: None,
         },
         (true, Err(why)) => Outcome {
             verdict: Verdict::Inconclusive,
@@ -433,6 +448,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             findings,
             sweep: Vec::new(),
             timing: Vec::new(),
+            power: None,
         },
     }
 }

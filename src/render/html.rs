@@ -100,6 +100,29 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
     }
     h.push_str("</table>\n");
 
+    for c in report.cases.iter() {
+        let Some(power) = &c.outcome.power else { continue };
+        let _ = writeln!(
+            h,
+            "<h2>What it could have seen: <code>{}</code></h2><p>{}; a pass needs power {}.</p>\
+<table><tr><th>prompt tokens</th><th>own records read back</th><th>lower bound (95%)</th><th>exposures</th></tr>",
+            escape(&c.id),
+            escape(&power.control),
+            power.min_power
+        );
+        for b in &power.bands {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{} of {}</td><td>{:.3}</td><td>{}</td></tr>",
+                b.tokens,
+                b.echoed.len(),
+                b.answers.len(),
+                b.echo_low,
+                b.exposed.len()
+            );
+        }
+        let _ = writeln!(h, "</table><p>Power: <b>{:.4}</b></p>", power.power);
+    }
     for c in report.cases.iter().filter(|c| !c.outcome.sweep.is_empty()) {
         let _ = writeln!(h, "<h2>Prompt lengths tried: <code>{}</code></h2>", escape(&c.id));
         h.push_str(&sweep_svg(&c.outcome, p.context_window));

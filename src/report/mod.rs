@@ -29,7 +29,8 @@ use std::collections::BTreeMap;
 /// Changelog:
 /// - 1: first format.
 /// - 2: `refused` (a run the vendor's refusals stopped); finding code `Redirected`;
-///   the profile's `stop_after_server_errors`.
+///   the profile's `stop_after_server_errors`; an outcome's `power` (the positive
+///   control and the power that follows, re-derived by `verify`).
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The in-toto Statement type.
@@ -575,13 +576,14 @@ pub fn verify(
             on_check("the transcript's first line commits to the same run secret and challenge".to_owned());
             let r = recheck::recheck(&report, bytes, &revealed)?;
             on_check(format!(
-                "re-derived {} canaries from the revealed secret and re-scanned {} responses: {} leak findings confirmed, none missed; {} improper refusals and {} usage mismatches re-judged as signed; {} timing levels replayed",
+                "re-derived {} canaries from the revealed secret and re-scanned {} responses: {} leak findings confirmed, none missed; {} improper refusals and {} usage mismatches re-judged as signed; {} timing levels replayed; {} cases' power re-derived from their controls",
                 r.canaries,
                 r.responses,
                 r.leaks,
                 r.refusals,
                 r.usage.map_or("no".to_owned(), |n| n.to_string()),
-                r.timing_levels
+                r.timing_levels,
+                r.powers
             ));
             Some(summary)
         }

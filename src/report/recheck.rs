@@ -19,6 +19,12 @@
 //!   re-judged on every answer;
 //! - **redirects**: a case whose answers hold a 3xx must carry a `Redirected`
 //!   finding, and one without must carry none;
+//! - **power**: every answer a case names as a positive control is one of its own,
+//!   its echo is re-judged with the probes' rule (`probe::echoed`) against
+//!   the canaries re-derived from the secret, every exposure is one of the controls
+//!   (for `isolation.canary-residue`, another tenant's request came between it and
+//!   the same tenant's previous control answer), the bounds and the power are computed
+//!   again, and a pass must have the power it needs;
 //! - **timing**: every time a timing level reports is the `total_ms` of the exchange it
 //!   names, sent by the level's attacker within the case; the sequential test is
 //!   replayed over the pairs and must give the signed evidence and decision, stopping
@@ -42,6 +48,8 @@ pub(super) struct Rechecked {
     pub usage: Option<usize>,
     /// Timing levels replayed.
     pub timing_levels: usize,
+    /// Cases whose power was re-derived.
+    pub powers: usize,
 }
 
 pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) -> Result<Rechecked, VerifyError> {
@@ -56,6 +64,8 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut usage_answers: Vec<(u64, String, Exchange)> = Vec::new();
     // seq -> (case, tenant, total_ms), for the timing levels.
     let mut timed: BTreeMap<u64, (String, String, f64)> = BTreeMap::new();
+    // The answers by seq, for the positive controls.
+    let mut answers: BTreeMap<u64, Answer> = BTreeMap::new();
     let mut responses = 0;
     let mut redirected: BTreeSet<String> = BTreeSet::new();
     for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -92,6 +102,25 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             redirected.insert(case.clone());
         }
         timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.total_ms));
+        let prompt: String = ex
+            .request
+            .body
+            .as_ref()
+            .and_then(|b| b["messages"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        answers.insert(
+            seq,
+            Answer {
+                case: case.clone(),
+                tenant: tenant.to_owned(),
+                prompt,
+                content: ex.content.clone(),
+            },
+        );
         for hit in scanner.scan(&ex.returned_text(), tenant) {
             leaks.entry(case.clone()).or_default().insert((seq, hit.canary.id));
         }
@@ -125,6 +154,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut confirmed = 0;
     let mut usage_checked = None;
     let mut timing_levels = 0;
+    let mut powers = 0;
     for (case, found) in &leaks {
         if !report.cases.iter().any(|c| &c.id == case) {
             let (seq, id) = found.iter().next().expect("non-empty");
@@ -216,6 +246,16 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             }
             usage_checked = Some(judged.len());
         }
+        if let Some(power) = &c.outcome.power {
+            if c.params.get("min_power").and_then(|m| m.as_f64()) != Some(power.min_power) {
+                return Err(bad(
+                    &c.id,
+                    format!("its power needs {}, its parameters say otherwise", power.min_power),
+                ));
+            }
+            recheck_power(report, secret, c, power, &answers)?;
+            powers += 1;
+        }
         if !c.outcome.timing.is_empty() {
             let p: crate::probe::cache::TimingParams =
                 serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
@@ -279,7 +319,131 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         refusals: refusals.values().sum(),
         usage: usage_checked,
         timing_levels,
+        powers,
     })
+}
+
+/// One answer of the transcript, as a positive control sees it.
+struct Answer {
+    case: String,
+    tenant: String,
+    /// The request's messages, joined by line breaks.
+    prompt: String,
+    content: String,
+}
+
+/// Re-derives a case's positive control and power from the transcript.
+fn recheck_power(
+    report: &Report,
+    secret: &RunSecret,
+    c: &super::CaseReport,
+    power: &crate::outcome::Power,
+    answers: &BTreeMap<u64, Answer>,
+) -> Result<(), VerifyError> {
+    use crate::outcome::{EchoBand, Power};
+    let (case, outcome) = (c.id.as_str(), &c.outcome);
+    // Isolation's exposures are probers' answers, each right after a seeder's request.
+    let after_another = c.probe == "isolation.canary-residue";
+    // Each tenant's canaries in this case, derived once.
+    let mut owned: BTreeMap<String, Vec<crate::canary::Canary>> = BTreeMap::new();
+    for i in report.canaries.iter().filter(|i| i.case == case) {
+        owned
+            .entry(i.owner.clone())
+            .or_default()
+            .extend((0..i.count).map(|n| secret.canary(&i.owner, &i.case, n)));
+    }
+    let own = |tenant: &str| owned.get(tenant).map(Vec::as_slice).unwrap_or_default();
+    let in_case: Vec<(&u64, &Answer)> = answers.iter().filter(|(_, a)| a.case == case).collect();
+    let mut bands = Vec::new();
+    for band in &power.bands {
+        let mut echoed = Vec::new();
+        for seq in &band.answers {
+            let Some(a) = answers.get(seq) else {
+                return Err(bad(
+                    case,
+                    format!("its control names #{seq}, which the transcript does not hold"),
+                ));
+            };
+            if a.case != case {
+                return Err(bad(case, format!("its control names #{seq}, an answer of {}", a.case)));
+            }
+            if crate::probe::echoed(own(&a.tenant), &a.prompt, &a.content) {
+                echoed.push(*seq);
+            }
+        }
+        if echoed != band.echoed {
+            return Err(bad(
+                case,
+                format!(
+                    "at {} tokens the transcript shows own records read back in {:?}, the report says {:?}",
+                    band.tokens, echoed, band.echoed
+                ),
+            ));
+        }
+        for seq in &band.exposed {
+            let Some(Answer { tenant, .. }) = answers.get(seq).filter(|_| band.answers.contains(seq)) else {
+                return Err(bad(
+                    case,
+                    format!("#{seq} is named an exposure, but it is not one of the control answers"),
+                ));
+            };
+            // Another tenant's request since this tenant's previous control answer
+            // (between them may stand this tenant's own refused tries).
+            let previous = power
+                .bands
+                .iter()
+                .flat_map(|b| &b.answers)
+                .filter(|&&s| s < *seq && answers.get(&s).is_some_and(|a| &a.tenant == tenant))
+                .max()
+                .copied()
+                .unwrap_or(0);
+            let another = in_case
+                .iter()
+                .any(|(s, a)| **s > previous && *s < seq && &a.tenant != tenant);
+            if after_another && !another {
+                return Err(bad(
+                    case,
+                    format!(
+                        "#{seq} is named an exposure, but no other tenant's request came between it and the tenant's previous answer"
+                    ),
+                ));
+            }
+        }
+        bands.push(EchoBand::new(
+            band.tokens,
+            band.answers.clone(),
+            echoed,
+            band.exposed.clone(),
+        ));
+    }
+    let again = Power::of(power.control.clone(), bands, power.min_power);
+    // Figures re-computed; floats compared within what a JSON round trip may change.
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    let same = close(again.power, power.power)
+        && again
+            .bands
+            .iter()
+            .zip(&power.bands)
+            .all(|(a, b)| close(a.echo_low, b.echo_low) && a.tokens == b.tokens);
+    if !same {
+        return Err(bad(
+            case,
+            format!(
+                "its power is {} by the transcript, the report says {}",
+                again.power, power.power
+            ),
+        ));
+    }
+    if outcome.verdict == Verdict::Pass && !again.suffices() {
+        return Err(bad(
+            case,
+            format!(
+                "it passed with power {} below the {} it needs",
+                again.power, again.min_power
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn bad(case: &str, problem: String) -> VerifyError {

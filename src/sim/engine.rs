@@ -78,6 +78,8 @@ struct State {
     vocab: Vocab,
     /// The model is the weak one (`--weak-model`).
     weak_model: bool,
+    /// The model garbles what it copies (`--garbling-model`).
+    garbling_model: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -148,6 +150,7 @@ impl Engine {
                 decode,
                 prefix: PrefixCache::new(config.prefix_cache(), config.page_tokens),
                 weak_model: config.weak_model,
+                garbling_model: config.garbling_model,
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),
@@ -308,7 +311,7 @@ fn decode(
     let answer = {
         let read = st.pool(node).read(pages, read_len);
         let view: Vec<&str> = read.iter().map(|&id| st.vocab.get(id)).collect();
-        model::respond(&view, max_tokens, st.weak_model)
+        model::respond(&view, max_tokens, st.weak_model, st.garbling_model)
     };
     let out: Vec<u32> = super::tokenizer::tokens(&answer.text)
         .map(|t| st.vocab.intern(t))

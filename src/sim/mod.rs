@@ -175,6 +175,9 @@ pub struct SimConfig {
     /// A model too weak for the suite's recall checks: it neither answers questions
     /// nor repeats its prompt (not a fault: small real models behave so).
     pub weak_model: bool,
+    /// A model that garbles what it copies (a digit of every account number, two
+    /// letters of every e-mail), as small real models do; not a fault.
+    pub garbling_model: bool,
     /// Hostile behaviour at the HTTP level, for chat completions.
     pub chaos: Option<Chaos>,
     /// Where `--chaos redirect` points (another origin); `None`:
@@ -203,6 +206,7 @@ impl SimConfig {
             decode_step: DEFAULT_DECODE_STEP,
             batch: DEFAULT_BATCH,
             weak_model: false,
+            garbling_model: false,
             chaos: None,
             redirect_to: None,
         }

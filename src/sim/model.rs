@@ -20,7 +20,9 @@
 //! 3. Otherwise it repeats the turn from its first token: decoding from pages that
 //!    hold no prompt of its own, it continues whatever they hold.
 //!
-//! The answer is cut at `max_tokens` tokens (finish reason `length`).
+//! The answer is cut at `max_tokens` tokens (finish reason `length`). A *garbling*
+//! model (`--garbling-model`) changes what it copies as small real models do: one
+//! digit of every 12-digit number, and two letters of every e-mail address swapped.
 
 use super::tokenizer;
 
@@ -43,7 +45,7 @@ pub const WEAK_ANSWER: &str = "I am not sure what you mean.";
 /// Answers from `view`, the token strings read from the request's pages. A `weak`
 /// model answers every well-formed prompt with [`WEAK_ANSWER`]; from residue it still
 /// continues what the pages hold.
-pub fn respond(view: &[&str], max_tokens: usize, weak: bool) -> Answer {
+pub fn respond(view: &[&str], max_tokens: usize, weak: bool, garbling: bool) -> Answer {
     let (turn, well_formed) = turn(view);
     if weak && well_formed {
         return cut(WEAK_ANSWER, max_tokens);
@@ -63,7 +65,54 @@ pub fn respond(view: &[&str], max_tokens: usize, weak: bool) -> Answer {
             .collect();
         answers.join(" ")
     };
-    cut(&full, max_tokens)
+    match garbling {
+        true => cut(&garble(&full), max_tokens),
+        false => cut(&full, max_tokens),
+    }
+}
+
+/// `text` as a garbling model copies it: in every number of 12 digits (groups joined
+/// by `-` or spaces count as one), the seventh digit is one higher (9 becomes 0); in
+/// every e-mail address the first two letters are swapped.
+pub fn garble(text: &str) -> String {
+    let mut out: Vec<char> = text.chars().collect();
+    // Numbers: runs of digits and the separators inside them.
+    let mut i = 0;
+    while i < out.len() {
+        if !out[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let mut digits = Vec::new();
+        let mut j = i;
+        while j < out.len()
+            && (out[j].is_ascii_digit()
+                || (matches!(out[j], '-' | ' ') && out.get(j + 1).is_some_and(char::is_ascii_digit)))
+        {
+            if out[j].is_ascii_digit() {
+                digits.push(j);
+            }
+            j += 1;
+        }
+        if digits.len() == 12 {
+            let at = digits[6];
+            out[at] = char::from(b'0' + (out[at] as u8 - b'0' + 1) % 10);
+        }
+        i = j;
+    }
+    // E-mail addresses: the local part's first two characters swapped.
+    let text: String = out.into_iter().collect();
+    text.split(' ')
+        .map(|word| match word.find('@') {
+            Some(at) if at >= 2 && word.is_char_boundary(2) => {
+                let mut w: Vec<char> = word.chars().collect();
+                w.swap(0, 1);
+                w.into_iter().collect()
+            }
+            _ => word.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `full`, cut at `max_tokens` tokens.
@@ -149,16 +198,16 @@ mod tests {
 
     fn answer(text: &str, max: usize) -> Answer {
         let view: Vec<&str> = tokenizer::tokens(text).collect();
-        respond(&view, max, false)
+        respond(&view, max, false, false)
     }
 
     #[test]
     fn the_weak_model_neither_answers_nor_repeats_but_still_reads_residue() {
         let view: Vec<&str> =
             tokenizer::tokens("<|user|>\nkey-1 is blue. What is the value of key-1?\n<|assistant|>\n").collect();
-        assert_eq!(respond(&view, 64, true).text, WEAK_ANSWER);
+        assert_eq!(respond(&view, 64, true, false).text, WEAK_ANSWER);
         let residue: Vec<&str> = tokenizer::tokens("<|user|>\nold words of another request").collect();
-        assert_eq!(respond(&residue, 64, true).text, "old words of another request");
+        assert_eq!(respond(&residue, 64, true, false).text, "old words of another request");
     }
 
     #[test]
@@ -204,6 +253,17 @@ mod tests {
             50,
         );
         assert_eq!(a.text, "The value of alpha-7 is magenta.");
+    }
+
+    #[test]
+    fn the_garbling_model_changes_a_digit_of_each_account_and_swaps_e_mail_letters() {
+        let record =
+            "Customer record: Maria Keller, email maria.keller48213@posteo.de, account 3391-0048-2215, note: x.";
+        let g = garble(record);
+        assert!(g.contains("account 3391-0058-2215"), "{g}");
+        assert!(g.contains("email amria.keller48213@posteo.de"), "{g}");
+        assert!(g.contains("Maria Keller"), "{g}");
+        assert_eq!(garble("amber-0193 and 12345"), "amber-0193 and 12345");
     }
 
     #[test]

@@ -129,16 +129,31 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `tenantcheck run --vendor PROFILE --out RUN_DIR` with the two tenants' keys set.
+fn vendor_run(profile: &Path, run_dir: &Path, key_a: &str, key_b: &str) -> Command {
+    let mut cmd = tenantcheck();
+    cmd.args(["run", "--vendor"])
+        .arg(profile)
+        .arg("--out")
+        .arg(run_dir)
+        .env("TENANTCHECK_KEY_A", key_a)
+        .env("TENANTCHECK_KEY_B", key_b);
+    cmd
+}
+
+/// Runs the suite of `profile` into `run_dir` with these keys.
 pub fn run_vendor(profile: &Path, run_dir: &Path, key_a: &str, key_b: &str) -> (Option<i32>, String, String) {
-    output(
-        tenantcheck()
-            .args(["run", "--vendor"])
-            .arg(profile)
-            .arg("--out")
-            .arg(run_dir)
-            .env("TENANTCHECK_KEY_A", key_a)
-            .env("TENANTCHECK_KEY_B", key_b),
-    )
+    output(&mut vendor_run(profile, run_dir, key_a, key_b))
+}
+
+/// Runs one case (`--exact case`) of `profile` into `run_dir` with these keys.
+pub fn run_exact(
+    profile: &Path,
+    run_dir: &Path,
+    case: &str,
+    key_a: &str,
+    key_b: &str,
+) -> (Option<i32>, String, String) {
+    output(vendor_run(profile, run_dir, key_a, key_b).args(["--exact", case]))
 }
 
 /// The report of a run folder, through `verify` with its transcript (the re-check
