@@ -662,6 +662,18 @@ impl Session {
         .await
     }
 
+    /// Whether requests may still be sent; if not (an interruption, the vendor's
+    /// refusals), `case` was cut short.
+    fn still_sending(&self, case: &str) -> Result<(), SessionError> {
+        let stopped = match (self.interrupted(), self.refused()) {
+            (Some(signal), _) => SessionError::Interrupted(signal),
+            (None, Some(refusal)) => SessionError::Refused(refusal.clone()),
+            (None, None) => return Ok(()),
+        };
+        self.note_cut(case);
+        Err(stopped)
+    }
+
     /// The one path to the vendor: the tenant's key, a concurrency permit, the
     /// provider call, and the transcript line.
     ///
@@ -677,28 +689,14 @@ impl Session {
         request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
     ) -> Result<Sent, SessionError> {
         let key = self.key(tenant)?;
-        if let Some(signal) = self.interrupted() {
-            self.note_cut(case);
-            return Err(SessionError::Interrupted(signal));
-        }
-        if let Some(refusal) = self.refused() {
-            self.note_cut(case);
-            return Err(SessionError::Refused(refusal.clone()));
-        }
+        self.still_sending(case)?;
         self.charge(prompt_tokens, max_tokens)?;
         let mut attempt = 0;
         loop {
             let exchange = {
                 let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
                 // The run may have stopped while this request waited for its turn.
-                if let Some(signal) = self.interrupted() {
-                    self.note_cut(case);
-                    return Err(SessionError::Interrupted(signal));
-                }
-                if let Some(refusal) = self.refused() {
-                    self.note_cut(case);
-                    return Err(SessionError::Refused(refusal.clone()));
-                }
+                self.still_sending(case)?;
                 let mut stop = self.stop.clone();
                 // Interrupted, a request in flight gets a few seconds to finish, then
                 // is abandoned (recorded without its answer).
