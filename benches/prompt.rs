@@ -6,7 +6,16 @@
 //! builder must do). Run with `cargo bench --bench prompt`.
 
 use std::time::Instant;
-use tenantcheck::prompt::{Placed, PromptBuilder};
+use tenantcheck::prompt::{Filler, Placed, PromptBuilder};
+
+/// A tenant's marked filler, as the suite builds it.
+fn filler(seed: u64) -> Filler {
+    let secret = tenantcheck::canary::RunSecret::derive(&[7; 32], b"");
+    Filler {
+        seed,
+        marks: secret.marks("a").words,
+    }
+}
 
 const TOKENS: u64 = 1_048_576;
 const RUNS: usize = 9;
@@ -45,7 +54,7 @@ fn main() {
         let t = Instant::now();
         let p = builder.build(
             TOKENS,
-            seed,
+            &filler(seed),
             "Read the notes below.\n\n",
             &placed,
             "\n\nQuestions follow.",

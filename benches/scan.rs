@@ -30,7 +30,7 @@ fn main() {
     let t = Instant::now();
     let scanner = Scanner::new(canaries);
     let build_ms = t.elapsed().as_secs_f64() * 1e3;
-    let prose = PromptBuilder::default().build(TEXT_TOKENS, 1, "", &[], "");
+    let prose = PromptBuilder::default().build(TEXT_TOKENS, &tenantcheck::prompt::Filler::plain(1), "", &[], "");
     let text = responses(&prose, 100);
     let dense = responses(&prose, 1);
     let mib = text.len() as f64 / (1024.0 * 1024.0);

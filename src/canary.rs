@@ -17,6 +17,16 @@
 //! 90 bits ([`ENTROPY_BITS`]). The scanner looks for the whole record and for the two
 //! fragments that are distinctive on their own (at least 32 bits each): the account
 //! number (39.9 bits) and the e-mail address (32.6 bits).
+//!
+//! Each canary also has a *code*, a second form for models that do not copy a whole
+//! record (the 135M model of CI's engine mangles long records but copies short
+//! code-word tokens): a word and eight digits, `AMBER-50332459` (6 + 26.6 = 32.6 bits),
+//! drawn apart from the record's fields. A prompt carries one form ([`Form`]); the
+//! scanner looks for both.
+//!
+//! A tenant's prose is identifiable too: the filler of its prompts is strewn with
+//! [`Marks`], invented names drawn for that tenant from the run secret, two in every
+//! sentence.
 
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -109,6 +119,83 @@ impl RunSecret {
                 account % 10_000
             ),
             note,
+            code: {
+                let c = self.expand(b"tenantcheck/canary-code/v1\0", owner, case, index);
+                let n = u64::from_be_bytes(c[..8].try_into().expect("8 bytes"));
+                format!("{}-{:08}", pick(ADJECTIVES, n).to_uppercase(), (n >> 6) % 100_000_000)
+            },
+        }
+    }
+
+    /// The marks of `owner`'s prose: [`MARKS_PER_TENANT`] invented names, each of three
+    /// syllables, drawn from the run secret.
+    pub fn marks(&self, owner: &str) -> Marks {
+        let mut words = Vec::with_capacity(MARKS_PER_TENANT);
+        let mut index = 0;
+        while words.len() < MARKS_PER_TENANT {
+            let d = self.expand(b"tenantcheck/marks/v1\0", owner, "", index);
+            index += 1;
+            let mut word = String::new();
+            for &b in &d[..3] {
+                word.push_str(SYLLABLES[usize::from(b) % SYLLABLES.len()]);
+            }
+            let mut chars = word.chars();
+            let word: String = chars
+                .next()
+                .map(|c| c.to_ascii_uppercase())
+                .into_iter()
+                .chain(chars)
+                .collect();
+            if !words.contains(&word) {
+                words.push(word);
+            }
+        }
+        Marks {
+            owner: owner.to_owned(),
+            words,
+        }
+    }
+}
+
+/// How many invented names mark one tenant's prose.
+pub const MARKS_PER_TENANT: usize = 24;
+
+/// The syllables marks are made of: 32, so a mark is one of 32,768 words.
+const SYLLABLES: &[&str] = &[
+    "ka", "lo", "ve", "mi", "tor", "quin", "bra", "del", "fen", "gar", "hol", "jus", "kir", "lum", "mar", "nev", "osk",
+    "pel", "rin", "sa", "tu", "vor", "wen", "yl", "zan", "cor", "dra", "eth", "fi", "gro", "hal", "ix",
+];
+
+/// The invented names that mark one tenant's prose (see [`RunSecret::marks`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marks {
+    /// The tenant.
+    pub owner: String,
+    /// Its names, capitalised (`Quindelmar`).
+    pub words: Vec<String>,
+}
+
+/// The form a canary takes in a prompt.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Form {
+    /// The whole customer record.
+    Record,
+    /// The code alone, on a line of its own.
+    Code,
+}
+
+impl Form {
+    /// Every form, in the order a tie is broken.
+    pub const ALL: [Form; 2] = [Form::Record, Form::Code];
+
+    /// The word for one item of this form, in instructions ("the first record").
+    pub fn noun(self) -> &'static str {
+        match self {
+            Form::Record => "record",
+            Form::Code => "code",
         }
     }
 }
@@ -129,6 +216,15 @@ impl RunSecret {
     pub fn seed(&self, owner: &str, case: &str, index: u32) -> u64 {
         let d = self.expand(b"tenantcheck/filler/v1\0", owner, case, index);
         u64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
+    }
+
+    /// The filler of prompt number `index` of `owner` in `case`: its seed, marked with
+    /// the owner's names.
+    pub fn filler(&self, owner: &str, case: &str, index: u32) -> crate::prompt::Filler {
+        crate::prompt::Filler {
+            seed: self.seed(owner, case, index),
+            marks: self.marks(owner).words,
+        }
     }
 
     /// One of `options`, drawn for this run by `label`: the instructions in prompts
@@ -198,6 +294,8 @@ pub struct Canary {
     pub account: String,
     /// A short note.
     pub note: String,
+    /// The code form: a word and eight digits, `AMBER-50332459`.
+    pub code: String,
     /// What the record is headed with (one of [`RECORD_LABELS`], the same for the
     /// whole run).
     pub label: &'static str,
@@ -212,13 +310,21 @@ pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Accoun
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
+    /// Two or more of the invented names that mark a tenant's prose (no canary: the
+    /// hit's id is `owner/prose`).
+    Prose,
     /// An account number one digit off the canary's (a model that garbles what it
     /// copies), or two digits off with the owner's family name near it.
     AccountNear,
     /// The account number alone.
     Account,
+    /// An e-mail address with two neighbouring letters of its local part swapped, or
+    /// one letter changed (a model that garbles what it copies).
+    EmailNear,
     /// The e-mail address alone.
     Email,
+    /// The code (the canary's second form).
+    Code,
     /// The whole record.
     Record,
 }
@@ -232,13 +338,27 @@ impl Canary {
         )
     }
 
+    /// The canary as it is placed in a prompt of `form`.
+    pub fn text(&self, form: Form) -> String {
+        match form {
+            Form::Record => self.record(),
+            Form::Code => format!("Code: {}", self.code),
+        }
+    }
+
     /// The text of each fragment the scanner looks for.
-    pub fn fragments(&self) -> [(Fragment, String); 3] {
+    pub fn fragments(&self) -> [(Fragment, String); 4] {
         [
             (Fragment::Record, self.record()),
             (Fragment::Email, self.email.clone()),
             (Fragment::Account, self.account.clone()),
+            (Fragment::Code, self.code.clone()),
         ]
+    }
+
+    /// Whether `text` carries this canary in some form (its account number or code).
+    pub fn carried_by(&self, text: &str) -> bool {
+        text.contains(&self.account) || text.contains(&self.code)
     }
 }
 
@@ -590,5 +710,22 @@ mod tests {
         assert!(!r.to_lowercase().contains("canary"));
         assert_eq!(c.account.len(), 14);
         assert!(c.email.contains('@'));
+        let (word, digits) = c.code.split_once('-').unwrap();
+        assert!(ADJECTIVES.contains(&word.to_lowercase().as_str()), "{}", c.code);
+        assert_eq!(digits.len(), 8);
+        assert!(c.text(Form::Code).contains(&c.code) && c.carried_by(&c.text(Form::Code)));
+    }
+
+    #[test]
+    fn marks_are_invented_names_of_one_tenant() {
+        let s = RunSecret::generate();
+        let (a, b) = (s.marks("a"), s.marks("b"));
+        assert_eq!(a, s.marks("a"));
+        assert_eq!(a.words.len(), MARKS_PER_TENANT);
+        assert_ne!(a.words, b.words);
+        assert_eq!(SYLLABLES.len(), 32);
+        for w in &a.words {
+            assert!(w.len() >= 5 && w.chars().next().unwrap().is_ascii_uppercase(), "{w}");
+        }
     }
 }

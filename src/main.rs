@@ -227,6 +227,12 @@ struct SimArgs {
     /// detectors must still see other tenants' records, and the controls its own).
     #[arg(long)]
     garbling_model: bool,
+    /// A model that, decoding from pages that hold no prompt of its own, continues from
+    /// the middle of what they hold and loses every sentence with a number or an
+    /// e-mail in it: another tenant's prose comes back, no record (a fault only
+    /// together with one that leaves such pages, such as stale-pages).
+    #[arg(long)]
+    fragmenting_model: bool,
     /// A tenant as LABEL=ENV: its API key is read from environment variable ENV.
     /// Default: a=TENANTCHECK_KEY_A and b=TENANTCHECK_KEY_B, as in vendors/sim.toml.
     #[arg(long = "tenant", value_name = "LABEL=ENV")]
@@ -382,6 +388,7 @@ fn sim(args: SimArgs) -> u8 {
         batch: args.batch,
         weak_model: args.weak_model,
         garbling_model: args.garbling_model,
+        fragmenting_model: args.fragmenting_model,
         chaos: args.chaos,
         redirect_to: args.redirect_to,
     };

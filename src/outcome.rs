@@ -77,6 +77,51 @@ pub struct Power {
     pub power: f64,
     /// The power a pass requires (the case's `min_power`).
     pub min_power: f64,
+    /// The canary form the case carried, chosen by the trials (none where the case
+    /// has one form only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form: Option<crate::canary::Form>,
+    /// Short prompts of each form, asked to be read back: the form with the highest
+    /// lower bound on its echo rate is carried (a tie goes to the earlier form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trials: Vec<FormTrial>,
+}
+
+/// The echo of one canary form on short prompts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FormTrial {
+    /// The form tried.
+    pub form: crate::canary::Form,
+    /// The transcript lines of the answers.
+    pub answers: Vec<u64>,
+    /// Those in which the asking tenant's own content came back.
+    pub echoed: Vec<u64>,
+    /// The echo rate's one-sided 95% lower confidence bound.
+    pub echo_low: f64,
+}
+
+impl FormTrial {
+    /// A trial from its answers and echoes.
+    pub fn new(form: crate::canary::Form, answers: Vec<u64>, echoed: Vec<u64>) -> FormTrial {
+        let echo_low = lower_bound(echoed.len() as u64, answers.len() as u64, 1.0 - Power::CONFIDENCE);
+        FormTrial {
+            form,
+            answers,
+            echoed,
+            echo_low,
+        }
+    }
+
+    /// The form the trials choose: the highest lower bound, a tie to the earlier.
+    pub fn best(trials: &[FormTrial]) -> Option<crate::canary::Form> {
+        let mut best: Option<&FormTrial> = None;
+        for t in trials {
+            if best.is_none_or(|b| t.echo_low > b.echo_low) {
+                best = Some(t);
+            }
+        }
+        best.map(|t| t.form)
+    }
 }
 
 /// The positive control at one length.
@@ -110,7 +155,16 @@ impl Power {
             bands,
             power: 1.0 - miss,
             min_power,
+            form: None,
+            trials: Vec::new(),
         }
+    }
+
+    /// The power, with the form trials that chose what the case carried.
+    pub fn with_trials(mut self, trials: Vec<FormTrial>) -> Power {
+        self.form = FormTrial::best(&trials);
+        self.trials = trials;
+        self
     }
 
     /// Whether the case could have seen what it looks for.
@@ -126,8 +180,23 @@ impl Power {
             .map(|b| format!("{}/{} at {} tokens", b.echoed.len(), b.answers.len(), b.tokens))
             .collect();
         let exposures: usize = self.bands.iter().map(|b| b.exposed.len()).sum();
+        let form = match self.form {
+            Some(form) => {
+                let trials: Vec<String> = self
+                    .trials
+                    .iter()
+                    .map(|t| format!("{} {}/{}", t.form.noun(), t.echoed.len(), t.answers.len()))
+                    .collect();
+                format!(
+                    "carried as {}s (read back on short prompts: {}); ",
+                    form.noun(),
+                    trials.join(", ")
+                )
+            }
+            None => String::new(),
+        };
         format!(
-            "own records read back in {}; {exposures} exposures; power {:.4} (needs {})",
+            "{form}own content read back in {}; {exposures} exposures; power {:.4} (needs {})",
             bands.join(", "),
             self.power,
             self.min_power
@@ -376,6 +445,27 @@ pub struct LeakEvidence {
     pub seeded_in: Option<u64>,
     /// Transcript sequence number of the exchange that returned it.
     pub returned_in: u64,
+}
+
+impl LeakEvidence {
+    /// What came back, in words: "tenant b's canary b/case/3 (its e-mail address:
+    /// ...)" or "tenant b's prose (its names Lovemar, Ethlumhol)".
+    pub fn what(&self) -> String {
+        use crate::canary::Fragment;
+        let part = match self.fragment {
+            Fragment::Prose => return format!("tenant {}'s prose (its names {})", self.owner, self.matched),
+            Fragment::AccountNear => "its account number, a digit or two off",
+            Fragment::Account => "its account number",
+            Fragment::EmailNear => "its e-mail address, letters swapped or changed",
+            Fragment::Email => "its e-mail address",
+            Fragment::Code => "its code",
+            Fragment::Record => "the whole record",
+        };
+        format!(
+            "tenant {}'s canary {} ({part}: {:?})",
+            self.owner, self.canary_id, self.matched
+        )
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@
 //! misreports usage cannot blow prompts up.
 //!
 //! The filler is English prose drawn from sentence patterns by a PRNG seeded per
-//! prompt (no fixed marker a vendor could filter, no single repeated word). A prompt is
+//! prompt (no fixed marker a vendor could filter, no single repeated word). A tenant's
+//! filler is *marked* ([`Filler`]): every sentence names two of the tenant's invented
+//! names ([`crate::canary::Marks`]), so any 200 characters of it hold at least two, and
+//! a stretch of it returned to another tenant is recognised as that tenant's prose. A prompt is
 //! written once into one `String` of the right capacity; a 1,048,576-token prompt takes
 //! a few tens of milliseconds (see `benches/prompt.rs`).
 
@@ -31,6 +34,26 @@ pub struct Placed {
     pub depth: f64,
     /// What.
     pub text: String,
+}
+
+/// What a prompt's filler is drawn from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filler {
+    /// Varies the prose from prompt to prompt.
+    pub seed: u64,
+    /// The names of the tenant whose prose it is, two in every sentence; none for
+    /// prose that is nobody's (a text several tenants send).
+    pub marks: Vec<String>,
+}
+
+impl Filler {
+    /// Unmarked prose.
+    pub fn plain(seed: u64) -> Filler {
+        Filler {
+            seed,
+            marks: Vec::new(),
+        }
+    }
 }
 
 impl Default for PromptBuilder {
@@ -71,26 +94,26 @@ impl PromptBuilder {
     }
 
     /// A prompt of about `tokens` tokens: `head`, then filler with each of `placed` at
-    /// its depth (on a sentence boundary), then `tail`. `seed` varies the filler.
-    pub fn build(&self, tokens: u64, seed: u64, head: &str, placed: &[Placed], tail: &str) -> String {
+    /// its depth (on a sentence boundary), then `tail`; the filler drawn from `filler`.
+    pub fn build(&self, tokens: u64, filler: &Filler, head: &str, placed: &[Placed], tail: &str) -> String {
         let total = self.chars_for(tokens);
         let fixed = head.len() + tail.len() + placed.iter().map(|p| p.text.len() + 2).sum::<usize>();
-        let filler = total.saturating_sub(fixed);
+        let room = total.saturating_sub(fixed);
         let mut order: Vec<&Placed> = placed.iter().collect();
         order.sort_by(|a, b| a.depth.total_cmp(&b.depth));
         let mut out = String::with_capacity(total.max(fixed) + 128);
         out.push_str(head);
-        let mut prose = Prose::new(seed);
+        let mut prose = Prose::new(filler);
         let start = out.len();
         for p in order {
-            let at = start + (p.depth.clamp(0.0, 1.0) * filler as f64) as usize;
+            let at = start + (p.depth.clamp(0.0, 1.0) * room as f64) as usize;
             while out.len() < at {
                 prose.sentence(&mut out);
             }
             out.push_str(&p.text);
             out.push(' ');
         }
-        let end = start + filler + fixed - head.len() - tail.len();
+        let end = start + room + fixed - head.len() - tail.len();
         while out.len() < end {
             prose.sentence(&mut out);
         }
@@ -100,13 +123,17 @@ impl PromptBuilder {
 }
 
 /// English sentences from patterns, driven by splitmix64.
-struct Prose {
+struct Prose<'a> {
     state: u64,
+    marks: &'a [String],
 }
 
-impl Prose {
-    fn new(seed: u64) -> Self {
-        Prose { state: seed }
+impl<'a> Prose<'a> {
+    fn new(filler: &'a Filler) -> Self {
+        Prose {
+            state: filler.seed,
+            marks: &filler.marks,
+        }
     }
 
     fn next(&mut self) -> u64 {
@@ -117,7 +144,7 @@ impl Prose {
         z ^ (z >> 31)
     }
 
-    fn pick(&mut self, list: &[&'static str]) -> &'static str {
+    fn pick<'l>(&mut self, list: &[&'l str]) -> &'l str {
         list[(self.next() % list.len() as u64) as usize]
     }
 
@@ -128,6 +155,28 @@ impl Prose {
         let tail = self.pick(ADVERBIALS);
         out.push_str(subject);
         out.push(' ');
+        if !self.marks.is_empty() {
+            // Two distinct names: one where the subject works, one who reported it.
+            let first = (self.next() % self.marks.len() as u64) as usize;
+            let step = 1 + (self.next() % (self.marks.len() as u64 - 1).max(1)) as usize;
+            let second = (first + step) % self.marks.len();
+            let place = self.pick(PLACES);
+            out.push_str(place);
+            out.push(' ');
+            out.push_str(&self.marks[first]);
+            out.push(' ');
+            let (before, after) = self.pick(REPORTED).split_once('@').expect("one @");
+            out.push_str(verb);
+            out.push(' ');
+            out.push_str(object);
+            out.push(' ');
+            out.push_str(tail);
+            out.push_str(before);
+            out.push_str(&self.marks[second]);
+            out.push_str(after);
+            out.push_str(". ");
+            return;
+        }
         out.push_str(verb);
         out.push(' ');
         out.push_str(object);
@@ -136,6 +185,18 @@ impl Prose {
         out.push_str(". ");
     }
 }
+
+/// How a marked sentence says where its subject is.
+const PLACES: &[&str] = &["at", "in", "of", "from"];
+
+/// How a marked sentence names who reported it (`@` stands for the name).
+const REPORTED: &[&str] = &[
+    ", as @ noted",
+    ", according to @",
+    ", @ said",
+    " with help from @",
+    " for @",
+];
 
 const SUBJECTS: &[&str] = &[
     "The committee",
@@ -250,6 +311,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_200_characters_of_marked_filler_hold_two_of_its_names() {
+        for seed in 0..20u8 {
+            let marks = crate::canary::RunSecret::derive(&[seed; 32], b"").marks("a").words;
+            let filler = Filler {
+                seed: u64::from(seed),
+                marks: marks.clone(),
+            };
+            let text = PromptBuilder::default().build(3_000, &filler, "", &[], "");
+            let mut at: Vec<(usize, usize)> = marks
+                .iter()
+                .flat_map(|m| text.match_indices(m.as_str()).map(|(i, w)| (i, i + w.len())))
+                .collect();
+            at.sort();
+            for start in (0..text.len().saturating_sub(200)).step_by(7) {
+                let whole = at.iter().filter(|&&(s, e)| s >= start && e <= start + 200).count();
+                assert!(whole >= 2, "seed {seed}: {:?}", &text[start..start + 200]);
+            }
+        }
+    }
+
+    #[test]
     fn reaches_the_target_and_places_texts_in_order_at_their_depths() {
         let b = PromptBuilder::default();
         let placed = vec![
@@ -266,7 +348,7 @@ mod tests {
                 text: "NEEDLE-END".into(),
             },
         ];
-        let p = b.build(10_000, 7, "HEAD ", &placed, " TAIL");
+        let p = b.build(10_000, &Filler::plain(7), "HEAD ", &placed, " TAIL");
         let chars = b.chars_for(10_000) as f64;
         assert!((p.len() as f64 - chars).abs() / chars < 0.01, "{} vs {chars}", p.len());
         assert!(p.starts_with("HEAD NEEDLE-START") && p.ends_with(" TAIL"));
@@ -283,11 +365,11 @@ mod tests {
     #[test]
     fn filler_is_varied_prose_that_depends_on_the_seed() {
         let b = PromptBuilder::default();
-        let a = b.build(2_000, 1, "", &[], "");
+        let a = b.build(2_000, &Filler::plain(1), "", &[], "");
         let words: std::collections::BTreeSet<&str> = a.split_whitespace().collect();
         assert!(words.len() > 100, "{} distinct words", words.len());
-        assert_ne!(a, b.build(2_000, 2, "", &[], ""));
-        assert_eq!(a, b.build(2_000, 1, "", &[], ""));
+        assert_ne!(a, b.build(2_000, &Filler::plain(2), "", &[], ""));
+        assert_eq!(a, b.build(2_000, &Filler::plain(1), "", &[], ""));
     }
 
     #[test]

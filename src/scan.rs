@@ -8,20 +8,30 @@
 //! match, while the mapping back to the original text keeps the excerpt exact.
 //!
 //! A canary is reported once per scan, by its most complete fragment: the whole
-//! record, else the e-mail address, else the account number, else a *near* account
-//! number. Only the two fragments are patterns; a hit becomes a whole-record hit when
-//! the record stands around it.
+//! record, else the code, else the e-mail address, else the account number, else a
+//! *near* e-mail, else a *near* account number. Only the fragments are patterns; a hit
+//! becomes a whole-record hit when the record stands around it.
 //!
 //! A leak rarely comes back verbatim: a model decoding over another request's KV
-//! garbles what it copies. So a run of 12 digits that differs from a canary's account
-//! number in one digit is a hit too ([`Fragment::AccountNear`]), and one that differs
-//! in two when the canary's family name stands within [`NEAR_NAME_WINDOW`] letters and
-//! digits of it. Chance of a match by accident, per 12-digit number scanned and per
-//! canary: one digit off, 108 in 10^12 (1.1e-10); two off, 5,346 in 10^12 (5.3e-9),
-//! times the chance that the family name (one of 64) stands near by accident. A run of
-//! a few hundred canaries over a few thousand numbers: below 1e-3. Candidates are found
-//! by the pigeonhole principle: a number one or two digits off shares at least one of
-//! the three 4-digit blocks exactly.
+//! garbles what it copies. What is matched, and the chance that each kind matches by
+//! accident (per candidate in the text, per canary of the run):
+//!
+//! | kind | matched | chance by accident |
+//! |---|---|---|
+//! | `record`, `account`, `email`, `code` | exactly, after normalisation | 2^-32 or less |
+//! | `account_near` | 12 digits, one off the account | 108 in 10^12 (1.1e-10) per 12-digit number |
+//! | `account_near` | two off, the family name within [`NEAR_NAME_WINDOW`] letters | 5,346 in 10^12 × the name's chance (1 in 64) |
+//! | `email_near` | digits and domain exact (20.6 bits), the letters before them one swap or one letter off | below 2^-20 × the chance that such letters precede |
+//! | `prose` | two distinct names of one tenant's [`crate::canary::Marks`], as whole words | a model inventing names at random: (24/32,768)^2, 5e-7 per pair of invented words |
+//!
+//! A run of a few hundred canaries over a few thousand numbers: below 1e-3 in all.
+//! Candidates for near accounts are found by the pigeonhole principle: a number one or
+//! two digits off shares at least one of the three 4-digit blocks exactly. A name alone
+//! is never a hit: 4,096 names and a run's hundreds of canaries would make one common.
+//!
+//! A tenant's prose is matched word by word over the whole text (answers are short);
+//! the canary patterns each hold a run of at least five digits, so text without one is
+//! skipped.
 //! See `benches/scan.rs` and `docs/benchmarks.md` for the speed.
 
 use crate::canary::{Canary, Fragment};
@@ -56,8 +66,13 @@ pub struct Scanner {
     canaries: Vec<Canary>,
     matcher: Option<AhoCorasick>,
     /// For each pattern: the canary's index, the fragment, and where the fragment
-    /// starts in the record's normalised form.
-    patterns: Vec<(usize, Fragment, usize)>,
+    /// starts in the record's normalised form (none for the code and the near e-mail,
+    /// which a record does not hold as such).
+    patterns: Vec<(usize, Fragment, Option<usize>)>,
+    /// Each canary's e-mail local part, normalised (for near e-mail hits).
+    locals: Vec<String>,
+    /// Mark (lowercase) → its tenant; marks drawn for two tenants are left out.
+    marks: std::collections::HashMap<String, String>,
     /// Each canary's whole record, normalised.
     records: Vec<String>,
     /// Each canary's account digits, and its family name normalised.
@@ -70,14 +85,18 @@ pub struct Scanner {
     context: Option<usize>,
 }
 
-/// One canary found in text returned to a tenant that does not own it.
+/// One canary (or one tenant's prose) found in text returned to a tenant that does
+/// not own it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hit {
-    /// The canary found.
-    pub canary: Canary,
+    /// The canary's id (`owner/case/index`), or `owner/prose` for a tenant's marks.
+    pub id: String,
+    /// The tenant it belongs to.
+    pub owner: String,
     /// The most complete fragment of it that was found.
     pub fragment: Fragment,
-    /// The matched text, as it stands in the original.
+    /// The matched text, as it stands in the original (for marks: the marks found,
+    /// joined by commas).
     pub matched: String,
     /// The match with some context around it.
     pub excerpt: String,
@@ -94,6 +113,7 @@ impl Scanner {
         let mut texts = Vec::new();
         let mut records = Vec::new();
         let mut accounts = Vec::new();
+        let mut locals = Vec::new();
         let mut blocks: std::collections::HashMap<(u8, [u8; 4]), Vec<usize>> = Default::default();
         for (i, c) in canaries.iter().enumerate() {
             let digits: Vec<u8> = c.account.bytes().filter(u8::is_ascii_digit).collect();
@@ -112,10 +132,19 @@ impl Scanner {
                     continue;
                 }
                 let skeleton = normalise(&text, |_, _| {});
-                let offset = record.find(&skeleton).expect("a fragment is part of its record");
+                let offset = record.find(&skeleton);
+                debug_assert!(offset.is_some() || fragment == Fragment::Code);
                 texts.push(skeleton);
                 patterns.push((i, fragment, offset));
             }
+            // The e-mail's digits and domain: a hit when the local part's letters
+            // before them are near the canary's.
+            let (local, domain) = c.email.split_once('@').unwrap_or((&c.email, ""));
+            let letters: String = local.chars().take_while(|ch| !ch.is_ascii_digit()).collect();
+            let digits = &local[letters.len()..];
+            texts.push(normalise(&format!("{digits}@{domain}"), |_, _| {}));
+            patterns.push((i, Fragment::EmailNear, None));
+            locals.push(normalise(&letters, |_, _| {}));
             records.push(record);
         }
         let matcher = (!texts.is_empty()).then(|| {
@@ -135,9 +164,27 @@ impl Scanner {
             patterns,
             records,
             accounts,
+            locals,
             blocks,
             context,
+            marks: Default::default(),
         }
+    }
+
+    /// The scanner, also looking for these tenants' prose: two or more marks of one
+    /// tenant in a text returned to another are a hit ([`Fragment::Prose`]).
+    pub fn with_marks(mut self, marks: &[crate::canary::Marks]) -> Self {
+        let mut owners: std::collections::HashMap<String, Option<String>> = Default::default();
+        for m in marks {
+            for w in &m.words {
+                let entry = owners.entry(w.to_lowercase()).or_insert_with(|| Some(m.owner.clone()));
+                if entry.as_deref() != Some(m.owner.as_str()) {
+                    *entry = None;
+                }
+            }
+        }
+        self.marks = owners.into_iter().filter_map(|(w, o)| Some((w, o?))).collect();
+        self
     }
 
     /// How many canaries it looks for.
@@ -161,16 +208,60 @@ impl Scanner {
             }
             None => self.scan_region(text, 0, text.len(), recipient, &mut best),
         }
-        best.into_iter()
+        let mut hits: Vec<Hit> = best
+            .into_iter()
             .enumerate()
             .filter_map(|(ci, b)| {
                 let (fragment, start, end) = b?;
                 Some(Hit {
-                    canary: self.canaries[ci].clone(),
+                    id: self.canaries[ci].id.clone(),
+                    owner: self.canaries[ci].owner.clone(),
                     fragment,
                     matched: text[start..end].to_owned(),
                     excerpt: excerpt(text, start, end),
                 })
+            })
+            .collect();
+        hits.extend(self.prose(text, recipient));
+        hits
+    }
+
+    /// One hit per tenant other than `recipient` with at least two of its marks in
+    /// `text`, as whole words (case ignored).
+    fn prose(&self, text: &str, recipient: &str) -> Vec<Hit> {
+        if self.marks.is_empty() {
+            return Vec::new();
+        }
+        // owner → (first mark's span, the distinct marks in order).
+        let mut seen: std::collections::BTreeMap<&str, ((usize, usize), Vec<&str>)> = Default::default();
+        let mut at = 0;
+        for word in text.split(|c: char| !c.is_alphanumeric()) {
+            let start = at;
+            at += word.len() + text[at + word.len()..].chars().next().map_or(0, char::len_utf8);
+            if word.len() < 5 {
+                continue;
+            }
+            let Some(owner) = self.marks.get(&word.to_lowercase()) else {
+                continue;
+            };
+            if owner == recipient {
+                continue;
+            }
+            let entry = seen
+                .entry(owner.as_str())
+                .or_insert_with(|| ((start, start + word.len()), Vec::new()));
+            if !entry.1.iter().any(|w| w.eq_ignore_ascii_case(word)) {
+                entry.1.push(word);
+            }
+        }
+        seen.into_iter()
+            .filter(|(_, (_, words))| words.len() >= 2)
+            .map(|(owner, ((s, e), words))| Hit {
+                id: format!("{owner}/prose"),
+                owner: owner.to_owned(),
+                fragment: Fragment::Prose,
+                matched: words.join(", "),
+                excerpt: excerpt(text, s, e),
             })
             .collect()
     }
@@ -198,10 +289,17 @@ impl Scanner {
             if self.canaries[ci].owner == recipient {
                 continue;
             }
+            if fragment == Fragment::EmailNear {
+                let local = &self.locals[ci];
+                let before = &skeleton.as_bytes()[m.start().saturating_sub(local.len())..m.start()];
+                if near_letters(local.as_bytes(), before) {
+                    found.push((ci, fragment, m.start() - before.len(), m.end()));
+                }
+                continue;
+            }
             let record = &self.records[ci];
-            let whole = m
-                .start()
-                .checked_sub(offset)
+            let whole = offset
+                .and_then(|offset| m.start().checked_sub(offset))
                 .filter(|&at| skeleton.as_bytes()[at..].starts_with(record.as_bytes()))
                 .map(|at| (Fragment::Record, at, at + record.len()));
             let (fragment, s, e) = whole.unwrap_or((fragment, m.start(), m.end()));
@@ -269,6 +367,20 @@ impl Scanner {
                 }
             }
         }
+    }
+}
+
+/// Whether `got` is `want` with two neighbouring letters swapped or one letter
+/// changed (not equal: an exact e-mail is matched as such).
+fn near_letters(want: &[u8], got: &[u8]) -> bool {
+    if want.len() != got.len() || want == got {
+        return false;
+    }
+    let diff: Vec<usize> = (0..want.len()).filter(|&i| want[i] != got[i]).collect();
+    match diff[..] {
+        [_] => true,
+        [i, j] => j == i + 1 && want[i] == got[j] && want[j] == got[i],
+        _ => false,
     }
 }
 
@@ -481,7 +593,7 @@ mod tests {
         let hits = scanner.scan(&one, "b");
         assert_eq!(hits.len(), 1, "{one}");
         assert_eq!(
-            (hits[0].canary.id.as_str(), hits[0].fragment),
+            (hits[0].id.as_str(), hits[0].fragment),
             (a.id.as_str(), Fragment::AccountNear)
         );
         assert!(scanner.scan(&one, "a").is_empty(), "its own, garbled, is no leak");
@@ -497,7 +609,7 @@ mod tests {
         // The exact number is still the better hit.
         let exact = format!("{}, {}", a.account, off(&b.account, &[0]));
         let hits = scanner.scan(&exact, "nobody");
-        let frag = |id: &str| hits.iter().find(|h| h.canary.id == id).unwrap().fragment;
+        let frag = |id: &str| hits.iter().find(|h| h.id == id).unwrap().fragment;
         assert_eq!((frag(&a.id), frag(&b.id)), (Fragment::Account, Fragment::AccountNear));
         // Non-ASCII around the number does not break the name window.
         let wide = format!("ÄÖÜ {family} é {} ü", off(&a.account, &[2, 9]));
@@ -510,7 +622,7 @@ mod tests {
         let text = format!("Sure! {} Anything else?", a.record());
         let hits = scanner.scan(&text, "b");
         assert_eq!(hits.len(), 1);
-        assert_eq!(hits[0].canary, a);
+        assert_eq!((hits[0].id.as_str(), hits[0].owner.as_str()), (a.id.as_str(), "a"));
         assert_eq!(hits[0].fragment, Fragment::Record);
         // The match spans letters and digits: the closing full stop is not part of it.
         assert_eq!(hits[0].matched, a.record().trim_end_matches('.'));
@@ -535,6 +647,52 @@ mod tests {
             assert_ne!(hits[0].fragment, Fragment::Record);
             assert!(hits[0].excerpt.contains(&hits[0].matched));
         }
+    }
+
+    #[test]
+    fn finds_a_code_and_a_garbled_e_mail() {
+        let (a, _, scanner) = setup();
+        let hits = scanner.scan(&format!("The first code is {}.", a.code.to_lowercase()), "b");
+        assert_eq!((hits.len(), hits[0].fragment), (1, Fragment::Code));
+        let (local, domain) = a.email.split_once('@').unwrap();
+        let mut swapped: Vec<char> = local.chars().collect();
+        swapped.swap(2, 3);
+        let swapped: String = swapped.into_iter().collect();
+        let hits = scanner.scan(&format!("write to {swapped}@{domain} soon"), "b");
+        assert_eq!(hits.len(), 1, "{swapped}");
+        assert_eq!(hits[0].fragment, Fragment::EmailNear);
+        assert_eq!(hits[0].matched, format!("{swapped}@{domain}"));
+        let changed = format!("x{}@{domain}", &local[1..]);
+        assert_eq!(scanner.scan(&changed, "b").len(), 1, "one letter changed");
+        let far = format!("xy{}@{domain}", &local[2..]);
+        assert!(
+            scanner.scan(&far, "b").is_empty(),
+            "two letters changed could be another address"
+        );
+        assert!(scanner.scan(&format!("{swapped}@{domain}"), "a").is_empty());
+    }
+
+    #[test]
+    fn finds_another_tenants_prose_by_two_of_its_marks() {
+        let s = RunSecret::generate();
+        let (ma, mb) = (s.marks("a"), s.marks("b"));
+        let scanner = Scanner::new(vec![s.canary("a", "t", 0)]).with_marks(&[ma.clone(), mb.clone()]);
+        let one = format!("The committee at {} reviewed the budget.", ma.words[0]);
+        assert!(scanner.scan(&one, "b").is_empty(), "one name could be chance");
+        let two = format!(
+            "the committee at {} reviewed the budget, as {} noted",
+            ma.words[0].to_uppercase(),
+            ma.words[5]
+        );
+        let hits = scanner.scan(&two, "b");
+        assert_eq!(hits.len(), 1);
+        assert_eq!((hits[0].id.as_str(), hits[0].fragment), ("a/prose", Fragment::Prose));
+        assert!(hits[0].excerpt.contains(&ma.words[0].to_uppercase()));
+        assert!(scanner.scan(&two, "a").is_empty(), "a tenant's own prose is no leak");
+        let twice = format!("{} and {} again", ma.words[0], ma.words[0]);
+        assert!(scanner.scan(&twice, "b").is_empty(), "two distinct names");
+        let inside = format!("x{}x {}", ma.words[0], ma.words[1]);
+        assert!(scanner.scan(&inside, "b").is_empty(), "whole words only");
     }
 
     #[test]

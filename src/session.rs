@@ -528,7 +528,7 @@ impl Session {
         } = &mut *reg;
         pending.retain(|&i| {
             let c = &issued[i];
-            let carried = request.messages.iter().any(|m| m.content.contains(&c.account));
+            let carried = request.messages.iter().any(|m| c.carried_by(&m.content));
             if carried {
                 seeded_in.insert(c.id.clone(), seq);
             }
@@ -540,7 +540,8 @@ impl Session {
     pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
         let mut reg = self.canaries.lock().expect("canary registry poisoned");
         if reg.scanner.is_none() {
-            reg.scanner = Some(Scanner::new(reg.issued.clone()));
+            let marks: Vec<_> = self.tenants.iter().map(|t| self.secret.marks(&t.label)).collect();
+            reg.scanner = Some(Scanner::new(reg.issued.clone()).with_marks(&marks));
         }
         reg.scanner.as_ref().expect("just built").scan(text, recipient)
     }

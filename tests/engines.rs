@@ -67,7 +67,7 @@ fn llama_server_with_a_real_model() {
     assert_ne!(v, Verdict::Fail, "{why}");
     let power = c.outcome.power.as_ref().expect("the case reports its power");
     assert_eq!(v == Verdict::Pass, power.power >= power.min_power, "{why}");
-    assert!(why.contains("own records read back in"), "{why}");
+    assert!(why.contains("own content read back in"), "{why}");
     eprintln!("isolation on llama.cpp: {why}");
     let (v, why, _) = verdict("concurrency.binding");
     assert_ne!(v, Verdict::Fail, "no answer may hold another request's nonce: {why}");

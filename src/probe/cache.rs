@@ -38,6 +38,7 @@ use super::sequential::{Decision, SequentialTest};
 use super::{Context, ParamsError, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
 use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair};
+use crate::prompt::Filler;
 use crate::session::SessionError;
 use crate::vendor::{CacheScope, TenantSpec, VendorProfile};
 use schemars::JsonSchema;
@@ -332,8 +333,8 @@ impl Run<'_, '_> {
             tries += 1;
             self.pair_index += 1;
             let builder = self.sizer.builder().clone();
-            let prefix = builder.build(self.tokens, self.sizer.seed(victim), "", &[], "");
-            let fresh = builder.build(self.tokens, self.sizer.seed(attacker), "", &[], "");
+            let prefix = builder.build(self.tokens, &Filler::plain(self.sizer.seed(victim)), "", &[], "");
+            let fresh = builder.build(self.tokens, &Filler::plain(self.sizer.seed(attacker)), "", &[], "");
             let shared_tokens = self.sizer.tokens_of(&prefix);
             let seeded = self
                 .sizer

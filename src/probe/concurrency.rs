@@ -18,13 +18,18 @@
 //!   so; when the model copied no nonce even alone, misrouting cannot be seen at all
 //!   and the case is inconclusive too.
 //!
+//! The baseline alternates the canary's two forms (record and code,
+//! [`crate::canary::Form`]); the form copied best alone (by the lower bound on its copy
+//! rate) is the one the burst carries, and the baseline's answers of that form are
+//! what the burst is compared with.
+//!
 //! A pass also needs concurrency (at least two requests in flight at once) and at
 //! least one stream cancelled with its answer unfinished.
 
 use super::{Context, ParamsError, conclude, describe, leak};
 use crate::adapter::ChatRequest;
-use crate::canary::Canary;
-use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, Outcome, Power};
+use crate::canary::{Canary, Form};
+use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, FormTrial, Outcome, Power};
 use crate::scan::Scanner;
 use crate::session::{Sent, SessionError};
 use futures_util::StreamExt;
@@ -145,6 +150,8 @@ const SUSPICIOUS_TAIL: f64 = 1e-3;
 struct Planned {
     tenant: String,
     nonce: Canary,
+    /// The form the nonce is sent in.
+    form: Form,
     stream: bool,
     cancel: bool,
 }
@@ -165,18 +172,23 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
         Planned {
             tenant: tenant.to_owned(),
             nonce,
+            form: Form::Record,
             stream,
             cancel,
         }
     };
+    // Each tenant sends each form, streaming and not.
     let baseline: Vec<Planned> = (0..p.baseline)
-        .map(|i| plan(&tenants[i as usize % tenants.len()], i % 2 == 1, false))
+        .map(|i| Planned {
+            form: Form::ALL[(i as usize + i as usize / tenants.len()) % Form::ALL.len()],
+            ..plan(&tenants[i as usize % tenants.len()], (i / 4) % 2 == 1, false)
+        })
         .collect();
     let streams = (f64::from(p.requests) * p.stream_share).round() as u32;
     let cancels = (f64::from(streams) * p.cancel_share).round() as u32;
     // Spread streams and cancellations evenly through the burst, so that cancelled
     // slots are reused by the requests that follow them.
-    let burst: Vec<Planned> = (0..p.requests)
+    let mut burst: Vec<Planned> = (0..p.requests)
         .map(|i| {
             let stream = spread(i, p.requests, streams);
             let cancel = stream && spread(i, p.requests, cancels);
@@ -193,6 +205,32 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
         answered.push(Answered { planned: r, sent });
     }
     let baseline_len = answered.len();
+    // The form trials: the baseline's complete answers, by form.
+    let trials: Vec<FormTrial> = Form::ALL
+        .into_iter()
+        .map(|form| {
+            let (mut answers, mut echoed) = (Vec::new(), Vec::new());
+            for a in answered
+                .iter()
+                .filter(|a| a.planned.form == form && a.sent.exchange.is_success())
+            {
+                answers.push(a.sent.seq);
+                let prompt = a.sent.exchange.request.body.as_ref().map(prompt_of).unwrap_or_default();
+                if super::echoed(
+                    std::slice::from_ref(&a.planned.nonce),
+                    &prompt,
+                    &a.sent.exchange.content,
+                ) {
+                    echoed.push(a.sent.seq);
+                }
+            }
+            FormTrial::new(form, answers, echoed)
+        })
+        .collect();
+    let form = FormTrial::best(&trials).unwrap_or(Form::Record);
+    for r in &mut burst {
+        r.form = form;
+    }
     let in_flight = p.in_flight.min(ctx.session.profile().max_concurrency) as usize;
     let now = AtomicUsize::new(0);
     let peak = AtomicUsize::new(0);
@@ -235,15 +273,15 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
         let text = ex.returned_text();
         let mut own = false;
         for hit in scanner.scan(&text, "") {
-            if hit.canary.id == a.planned.nonce.id {
+            if hit.id == a.planned.nonce.id {
                 own = true;
                 continue;
             }
             let origin = ctx
                 .session
-                .seeded_in(&hit.canary.id)
+                .seeded_in(&hit.id)
                 .map_or("a request not sent".to_owned(), |s| format!("request #{s}"));
-            let code = if hit.canary.owner != a.planned.tenant {
+            let code = if hit.owner != a.planned.tenant {
                 FindingCode::CrossTenantCanary
             } else {
                 FindingCode::ResponseMisrouted
@@ -252,7 +290,7 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
                 code,
                 message: format!(
                     "the answer to tenant {}'s request #{} holds the nonce of tenant {}'s {origin} ({})",
-                    a.planned.tenant, a.sent.seq, hit.canary.owner, hit.canary.id
+                    a.planned.tenant, a.sent.seq, hit.owner, hit.id
                 ),
                 leak: Some(leak(ctx.session, hit, &a.planned.tenant, a.sent.seq)),
             });
@@ -265,6 +303,9 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
         }
         if !ex.is_success() {
             failed.push(format!("#{} ({})", a.sent.seq, describe(ex)));
+            continue;
+        }
+        if i < baseline_len && a.planned.form != form {
             continue;
         }
         let stage = &mut copies[usize::from(i >= baseline_len)];
@@ -280,7 +321,7 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
     }
     let tokens = coverage.prompt_tokens / coverage.requests.max(1);
     let band = EchoBand::new(tokens, controls.clone(), echoes, controls);
-    let power = Power::of(CONTROL.to_owned(), vec![band], p.min_power);
+    let power = Power::of(CONTROL.to_owned(), vec![band], p.min_power).with_trials(trials);
     let peak = peak.into_inner();
     let [(base_copied, base_n), (burst_copied, burst_n)] = copies;
     let what = format!(
@@ -330,7 +371,7 @@ fn spread(i: u32, n: u32, k: u32) -> bool {
 }
 
 /// The words for the control, in the report.
-const CONTROL: &str = "each answer of the burst asked to repeat its own request's customer record";
+const CONTROL: &str = "each answer of the burst asked to repeat its own request's nonce";
 
 /// The text of a recorded request's messages.
 fn prompt_of(body: &serde_json::Value) -> String {
@@ -347,12 +388,12 @@ async fn send(ctx: &Context<'_>, r: &Planned, max_tokens: u32) -> Result<Sent, S
     let ask = ctx.session.secret().pick(
         "concurrency",
         &[
-            "Please repeat the following customer record back to me exactly as written, and nothing else.",
-            "Repeat this customer record back to me exactly as it is written here, and nothing else.",
-            "Please echo the customer record below back to me word for word, and add nothing else.",
+            "Please repeat the following customer {} back to me exactly as written, and nothing else.",
+            "Repeat this customer {} back to me exactly as it is written here, and nothing else.",
+            "Please echo the customer {} below back to me word for word, and add nothing else.",
         ],
     );
-    let prompt = format!("{ask} {}", r.nonce.record());
+    let prompt = format!("{} {}", ask.replace("{}", r.form.noun()), r.nonce.text(r.form));
     let request = ChatRequest {
         stream: r.stream,
         cancel_after: r.cancel.then_some(1),

@@ -304,13 +304,13 @@ impl Boundary<'_> {
             .session
             .secret()
             .needle(&self.prober, self.ctx.case_id, self.needles);
-        let seed = self.sizer.seed(&self.prober);
+        let seed = self.sizer.filler(&self.prober);
         let head = format!(
             "{} Read the notes below; a question follows them.\n\n",
             needle.statement()
         );
         let tail = format!("\n\n{}", needle.question());
-        let prompt = self.sizer.builder().build(tokens, seed, &head, &[], &tail);
+        let prompt = self.sizer.builder().build(tokens, &seed, &head, &[], &tail);
         let sent_tokens = self.sizer.tokens_of(&prompt);
         let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
         let leaked = self.scan(&sent);
@@ -371,10 +371,10 @@ impl Boundary<'_> {
         let mut prompt = String::new();
         let mut tokens = 0;
         for _ in 0..4 {
-            let seed = self.sizer.seed(&self.prober);
+            let seed = self.sizer.filler(&self.prober);
             prompt = self.sizer.builder().build(
                 target,
-                seed,
+                &seed,
                 self.ctx.session.secret().pick("context.summary", SUMMARISE),
                 &[],
                 "",
@@ -459,12 +459,12 @@ impl Boundary<'_> {
         if let Some(hit) = hits.into_iter().next() {
             let message = format!(
                 "the answer to a long prompt of tenant {} (transcript #{}) holds {count} of tenant {}'s canaries, first {}",
-                self.prober, sent.seq, hit.canary.owner, hit.canary.id
+                self.prober, sent.seq, hit.owner, hit.id
             );
             let leak = LeakEvidence {
-                seeded_in: self.ctx.session.seeded_in(&hit.canary.id),
-                canary_id: hit.canary.id,
-                owner: hit.canary.owner,
+                seeded_in: self.ctx.session.seeded_in(&hit.id),
+                canary_id: hit.id,
+                owner: hit.owner,
                 recipient: self.prober.clone(),
                 fragment: hit.fragment,
                 matched: hit.matched,
@@ -521,10 +521,10 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
             .collect();
         let questions: Vec<String> = needles.iter().map(Needle::question).collect();
         let tail = format!("\n\nAnswer each question. {}", questions.join(" "));
-        let seed = sizer.seed(&tenant);
+        let seed = sizer.filler(&tenant);
         let prompt = sizer.builder().build(
             tokens,
-            seed,
+            &seed,
             ctx.session.secret().pick(
                 "context.recall",
                 &[

@@ -18,11 +18,17 @@
 //! each processed prompt refines it, and a rung the vendor refuses as over its context is retried 10% shorter, up to
 //! three times.
 //!
-//! Every prompt asks for its first record back, so every answer is also a positive
-//! control: whether the asking tenant's own records come back in it, by the same
-//! detector that looks for other tenants' ([`super::echoed`]). Per rung, the echo rate and
-//! the number of exposures (the probers' answers) give the case's power (see
+//! Every prompt asks for its first record back (at its head and again at its end, where
+//! a small model still heeds it), so every answer is also a positive control: whether
+//! the asking tenant's own canaries come back in it, by the same detector that looks
+//! for other tenants' ([`super::echoed`]). Per rung, the echo rate and the number of
+//! exposures (the probers' answers) give the case's power (see
 //! [`crate::outcome::Power`]), which `verify` re-derives from the transcript.
+//!
+//! Canaries come in two forms ([`crate::canary::Form`]): whole customer records, and
+//! short codes that a model too small to copy a record still carries. Before the
+//! ladder, each tenant sends [`TRIAL_PROMPTS`] short prompts of each form; the form the
+//! model read back best (by the lower bound on its echo rate) is carried up the ladder.
 //!
 //! Verdicts: any foreign canary is a fail. Otherwise the case passes only when every
 //! prober had a prompt of at least `min_reach` of the top rung processed and the power
@@ -31,8 +37,8 @@
 
 use super::ParamsError;
 use crate::adapter::{ChatRequest, Exchange};
-use crate::canary::Canary;
-use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, LeakEvidence, Outcome, Power, Verdict};
+use crate::canary::{Canary, Form};
+use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, FormTrial, LeakEvidence, Outcome, Power, Verdict};
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN, Placed, PromptBuilder};
 use crate::session::{Sent, Session, SessionError};
 use schemars::JsonSchema;
@@ -101,14 +107,24 @@ impl CanaryResidueParams {
     }
 }
 
-/// Shown before the records; asks for the first record back, so that whatever the
-/// vendor's model reads comes back in the answer.
+/// Shown before the canaries; asks for the first one back, so that whatever the
+/// vendor's model reads comes back in the answer (`{}`: the form's noun).
 const INSTRUCTIONS: &[&str] = &[
-    "We are filing the customer records below for our account. Please read back the first record exactly as written.\n\n",
-    "Below are customer records we keep on file. Read back the first record exactly as it is written.\n\n",
-    "Here are records from our customer ledger. Please repeat the first record verbatim.\n\n",
-    "Our account's customer records follow. Quote the first one back to us exactly.\n\n",
+    "We are filing the customer {}s below for our account. Please read back the first {} exactly as written.\n\n",
+    "Below are customer {}s we keep on file. Read back the first {} exactly as it is written.\n\n",
+    "Here are {}s from our customer ledger. Please repeat the first {} verbatim.\n\n",
+    "Our account's customer {}s follow. Quote the first {} back to us exactly.\n\n",
 ];
+
+/// The same request at the end of the prompt.
+const QUESTIONS: &[&str] = &[
+    "\n\nRead back the first {} above exactly as written.",
+    "\n\nNow repeat the first {} of this message exactly.",
+    "\n\nPlease quote the first {} above, exactly as it is written.",
+];
+
+/// Short prompts of each canary form each tenant sends before the ladder.
+pub const TRIAL_PROMPTS: usize = 2;
 
 /// Tokens kept free for the chat template and the vendor's own additions.
 const TEMPLATE_MARGIN: u64 = 32;
@@ -141,6 +157,8 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         prompts: 0,
         issued: BTreeMap::new(),
         controls: BTreeMap::new(),
+        form: Form::Record,
+        trials: Vec::new(),
     };
     match run.go().await {
         Ok(reach) => run.conclude(reach),
@@ -173,6 +191,10 @@ struct Run<'a> {
     issued: BTreeMap<String, Vec<Canary>>,
     /// Per rung's target length: the positive control.
     controls: BTreeMap<u64, Control>,
+    /// The form carried up the ladder.
+    form: Form,
+    /// The trials that chose it.
+    trials: Vec<FormTrial>,
 }
 
 /// The positive control of one rung, by transcript line.
@@ -187,12 +209,12 @@ struct Control {
 }
 
 /// The words for the control, in the report.
-pub const CONTROL: &str = "each answer asked to read back the first of the asking tenant's own records";
+pub const CONTROL: &str = "each answer asked to read back the first of the asking tenant's own canaries";
 
-/// How big a records prompt is made.
+/// How big a canary prompt is made.
 #[derive(Clone, Copy)]
 enum PromptSize {
-    Records(usize),
+    Items(usize),
     Tokens(u64),
 }
 
@@ -205,6 +227,7 @@ impl Run<'_> {
         if !self.calibrate(&tenants[0]).await? {
             return Ok(None);
         }
+        self.try_forms(&tenants).await?;
         let context = self.session.profile().context_window;
         let usable = context.saturating_sub(u64::from(self.p.max_tokens) + TEMPLATE_MARGIN);
         let targets: Vec<u64> = self
@@ -228,9 +251,37 @@ impl Run<'_> {
         Ok(Some(reach))
     }
 
+    /// [`TRIAL_PROMPTS`] short prompts of each form from each tenant; keeps the form
+    /// read back best.
+    async fn try_forms(&mut self, tenants: &[String]) -> Result<(), SessionError> {
+        let mut trials = Vec::new();
+        for form in Form::ALL {
+            self.form = form;
+            let (mut answers, mut echoed) = (Vec::new(), Vec::new());
+            for _ in 0..TRIAL_PROMPTS {
+                for tenant in tenants {
+                    let prompt = self.prompt(tenant, PromptSize::Items(4));
+                    let sent = self.send(tenant, &prompt, false).await?;
+                    if !sent.exchange.is_success() {
+                        continue;
+                    }
+                    answers.push(sent.seq);
+                    let own = self.issued.get(tenant.as_str()).map(Vec::as_slice).unwrap_or_default();
+                    if super::echoed(own, &prompt, &sent.exchange.content) {
+                        echoed.push(sent.seq);
+                    }
+                }
+            }
+            trials.push(FormTrial::new(form, answers, echoed));
+        }
+        self.form = FormTrial::best(&trials).unwrap_or(Form::Record);
+        self.trials = trials;
+        Ok(())
+    }
+
     /// One short request to learn the vendor's characters per token.
     async fn calibrate(&mut self, tenant: &str) -> Result<bool, SessionError> {
-        let prompt = self.prompt(tenant, PromptSize::Records(2));
+        let prompt = self.prompt(tenant, PromptSize::Items(2));
         let sent = self.send(tenant, &prompt, false).await?;
         let ex = &sent.exchange;
         if !ex.is_success() {
@@ -330,10 +381,10 @@ impl Run<'_> {
         Ok(None)
     }
 
-    /// A prompt of fresh canary records of `tenant`: just `n` records, or a prompt of
-    /// about `t` tokens that opens with up to [`HEAD_RECORDS`] records (what a model
+    /// A prompt of fresh canaries of `tenant` in the form carried: just `n` of them, or
+    /// a prompt of about `t` tokens that opens with up to [`HEAD_RECORDS`] (what a model
     /// reading it as residue repeats first) and holds [`PLACED_RECORDS`] more at depths
-    /// in prose filler.
+    /// in the tenant's marked prose filler.
     fn prompt(&mut self, tenant: &str, size: PromptSize) -> String {
         let session = self.session;
         let next = self.next_index.entry(tenant.to_owned()).or_insert(0);
@@ -344,20 +395,30 @@ impl Run<'_> {
             issued.push(c.clone());
             c
         };
-        let mut head = String::from(self.session.secret().pick("isolation", INSTRUCTIONS));
+        let form = self.form;
+        let noun = form.noun();
+        let mut head = self
+            .session
+            .secret()
+            .pick("isolation", INSTRUCTIONS)
+            .replace("{}", noun);
+        let tail = session
+            .secret()
+            .pick("isolation.question", QUESTIONS)
+            .replace("{}", noun);
         let (head_records, tokens) = match size {
-            PromptSize::Records(n) => (n, None),
+            PromptSize::Items(n) => (n, None),
             PromptSize::Tokens(t) => {
                 let budget = self.builder.chars_for(t) / 2;
                 ((budget / RECORD_CHARS).clamp(1, HEAD_RECORDS), Some(t))
             }
         };
         for _ in 0..head_records {
-            head.push_str(&issue().record());
+            head.push_str(&issue().text(form));
             head.push('\n');
         }
         match tokens {
-            None => head,
+            None => head + &tail,
             Some(t) => {
                 let room = self.builder.chars_for(t).saturating_sub(head.len());
                 let placed_count = if room > 4 * PLACED_RECORDS * RECORD_CHARS {
@@ -368,12 +429,12 @@ impl Run<'_> {
                 let placed: Vec<Placed> = (0..placed_count)
                     .map(|i| Placed {
                         depth: (i + 1) as f64 / (placed_count + 1) as f64,
-                        text: issue().record(),
+                        text: issue().text(form),
                     })
                     .collect();
                 self.prompts += 1;
-                let seed = session.secret().seed(tenant, self.case, self.prompts);
-                self.builder.build(t, seed, &head, &placed, "")
+                let filler = session.secret().filler(tenant, self.case, self.prompts);
+                self.builder.build(t, &filler, &head, &placed, &tail)
             }
         }
     }
@@ -397,7 +458,7 @@ impl Run<'_> {
             self.responses += 1;
         }
         for hit in self.session.scan(&ex.returned_text(), tenant) {
-            if self.leaked.insert((hit.canary.id.clone(), tenant.to_owned())) {
+            if self.leaked.insert((hit.id.clone(), tenant.to_owned())) {
                 self.leaks.push(super::leak(self.session, hit, tenant, sent.seq));
             }
         }
@@ -411,7 +472,7 @@ impl Run<'_> {
             .iter()
             .map(|(&tokens, c)| EchoBand::new(tokens, c.answers.clone(), c.echoed.clone(), c.exposed.clone()))
             .collect();
-        let power = Power::of(CONTROL.to_owned(), bands, self.p.min_power);
+        let power = Power::of(CONTROL.to_owned(), bands, self.p.min_power).with_trials(self.trials);
         let context = self.session.profile().context_window;
         let exercised = format!(
             "{} requests, {} prompt tokens, longest prompt {} tokens ({:.0}% of the advertised {context})",
@@ -423,13 +484,12 @@ impl Run<'_> {
         if !self.leaks.is_empty() {
             let responses: BTreeSet<u64> = self.leaks.iter().map(|l| l.returned_in).collect();
             let first = &self.leaks[0];
+            let seeded = first.seeded_in.map_or(String::new(), |s| format!(", seeded in #{s}"));
             let summary = format!(
-                "{} canaries of other tenants came back in {} responses; first: tenant {}'s {} (seeded in #{}) in the response to tenant {} (#{}); {exercised}",
+                "{} leaks of other tenants' content in {} responses; first: {}{seeded}, in the response to tenant {} (#{}); {exercised}",
                 self.leaks.len(),
                 responses.len(),
-                first.owner,
-                first.canary_id,
-                first.seeded_in.map_or("?".into(), |s| s.to_string()),
+                first.what(),
                 first.recipient,
                 first.returned_in,
             );
@@ -440,8 +500,10 @@ impl Run<'_> {
                 .map(|l| Finding {
                     code: FindingCode::CrossTenantCanary,
                     message: format!(
-                        "the response to tenant {} (transcript #{}) holds tenant {}'s canary {} ({:?}: {:?})",
-                        l.recipient, l.returned_in, l.owner, l.canary_id, l.fragment, l.matched
+                        "the response to tenant {} (transcript #{}) holds {}",
+                        l.recipient,
+                        l.returned_in,
+                        l.what()
                     ),
                     leak: Some(l),
                 })

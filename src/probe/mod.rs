@@ -172,7 +172,8 @@ pub fn echoed(own: &[crate::canary::Canary], prompt: &str, answer: &str) -> bool
     // look up only what it holds. No tenant is labelled with a NUL, so every canary
     // counts as "another's" here.
     let hits = crate::scan::Scanner::new(own.to_vec()).scan(answer, "\u{0}");
-    hits.iter().any(|h| prompt.contains(&h.canary.account))
+    hits.iter()
+        .any(|h| own.iter().any(|c| c.id == h.id && c.carried_by(prompt)))
 }
 
 /// Runs one case's probe. Whatever the probe concluded, and however it ended (a
@@ -239,8 +240,10 @@ fn net(outcome: &mut Outcome, leaks: Vec<LeakEvidence>) {
             added.push(Finding {
                 code: FindingCode::CrossTenantCanary,
                 message: format!(
-                    "tenant {}'s canary {} came back to tenant {} (transcript #{})",
-                    leak.owner, leak.canary_id, leak.recipient, leak.returned_in
+                    "{} came back to tenant {} (transcript #{})",
+                    leak.what(),
+                    leak.recipient,
+                    leak.returned_in
                 ),
                 leak: Some(leak),
             });
@@ -304,8 +307,8 @@ impl<'a> Sizer<'a> {
             notes: Vec::new(),
             prompts: 0,
         };
-        let seed = sizer.seed(tenant);
-        let sample = sizer.builder.build(256, seed, "", &[], "");
+        let filler = sizer.filler(tenant);
+        let sample = sizer.builder.build(256, &filler, "", &[], "");
         if let Some(n) = ctx.session.local_tokens(&sample) {
             sizer.builder.learn(sample.len(), n);
             return Ok(sizer);
@@ -338,6 +341,12 @@ impl<'a> Sizer<'a> {
     pub fn seed(&mut self, tenant: &str) -> u64 {
         self.prompts += 1;
         self.ctx.session.secret().seed(tenant, self.ctx.case_id, self.prompts)
+    }
+
+    /// A fresh filler for `tenant`'s prose: marked with its names.
+    pub fn filler(&mut self, tenant: &str) -> crate::prompt::Filler {
+        self.prompts += 1;
+        self.ctx.session.secret().filler(tenant, self.ctx.case_id, self.prompts)
     }
 
     /// Tokens of `text` as sent: by the local tokenizer, else estimated.
@@ -456,9 +465,9 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
 /// The evidence of `hit`, found in the answer recorded at `returned_in` to `recipient`.
 pub(crate) fn leak(session: &Session, hit: crate::scan::Hit, recipient: &str, returned_in: u64) -> LeakEvidence {
     LeakEvidence {
-        seeded_in: session.seeded_in(&hit.canary.id),
-        canary_id: hit.canary.id,
-        owner: hit.canary.owner,
+        seeded_in: session.seeded_in(&hit.id),
+        canary_id: hit.id,
+        owner: hit.owner,
         recipient: recipient.to_owned(),
         fragment: hit.fragment,
         matched: hit.matched,
@@ -516,7 +525,7 @@ mod tests {
         assert!(
             stopped
                 .summary
-                .starts_with("tenant b's canary b/case/15 came back to tenant a (transcript #10)")
+                .starts_with("tenant b's canary b/case/15 (its account number: \"4000123412341234\") came back to tenant a (transcript #10)")
         );
         assert!(
             stopped

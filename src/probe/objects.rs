@@ -147,13 +147,15 @@ fn judge(
         });
     }
     for hit in ctx.session.scan(&ex.returned_text(), recipient) {
+        let leak = super::leak(ctx.session, hit, recipient, sent.seq);
         findings.push(Finding {
             code: FindingCode::CrossTenantCanary,
             message: format!(
-                "the answer to tenant {recipient} (transcript #{}) holds tenant {}'s canary {}",
-                sent.seq, hit.canary.owner, hit.canary.id
+                "the answer to tenant {recipient} (transcript #{}) holds {}",
+                sent.seq,
+                leak.what()
             ),
-            leak: Some(super::leak(ctx.session, hit, recipient, sent.seq)),
+            leak: Some(leak),
         });
     }
 }

@@ -39,10 +39,10 @@ pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, Se
     let mut findings = Vec::new();
     let mut complete = 0;
     for _ in 0..p.streams {
-        let seed = sizer.seed(&tenant);
+        let seed = sizer.filler(&tenant);
         let prompt = sizer.builder().build(
             200,
-            seed,
+            &seed,
             ctx.session.secret().pick(
                 "stream",
                 &[

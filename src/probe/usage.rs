@@ -89,9 +89,9 @@ pub async fn consistency(p: &UsageParams, ctx: Context<'_>) -> Result<Outcome, S
     let mut sent_prompts = Vec::new();
     for &f in &p.lengths {
         let tokens = (f * context as f64) as u64;
-        let seed = sizer.seed(&tenant);
+        let seed = sizer.filler(&tenant);
         let head = ctx.session.secret().pick("usage", HEADS);
-        let prompt = sizer.builder().build(tokens, seed, head, &[], "");
+        let prompt = sizer.builder().build(tokens, &seed, head, &[], "");
         let sent = sizer.send(&tenant, prompt.clone(), p.max_tokens, false).await?;
         if !sent.exchange.is_success() {
             sizer

@@ -58,7 +58,14 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         .iter()
         .flat_map(|i| (0..i.count).map(move |n| secret.canary(&i.owner, &i.case, n)))
         .collect();
-    let scanner = Scanner::new(canaries);
+    let marks: Vec<_> = report
+        .vendor
+        .profile
+        .tenants
+        .iter()
+        .map(|t| secret.marks(&t.label))
+        .collect();
+    let scanner = Scanner::new(canaries).with_marks(&marks);
     let mut leaks: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     let mut usage_answers: Vec<(u64, String, Exchange)> = Vec::new();
@@ -122,7 +129,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             },
         );
         for hit in scanner.scan(&ex.returned_text(), tenant) {
-            leaks.entry(case.clone()).or_default().insert((seq, hit.canary.id));
+            leaks.entry(case.clone()).or_default().insert((seq, hit.id));
         }
         if case == "errors.semantics" && crate::probe::errors::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
@@ -416,7 +423,47 @@ fn recheck_power(
             band.exposed.clone(),
         ));
     }
-    let again = Power::of(power.control.clone(), bands, power.min_power);
+    // The form trials: each echo re-judged, and the form they choose.
+    let mut trials = Vec::new();
+    for t in &power.trials {
+        let mut echoed = Vec::new();
+        for seq in &t.answers {
+            let a = answers.get(seq).filter(|a| a.case == case).ok_or_else(|| {
+                bad(
+                    case,
+                    format!(
+                        "its {} trial names #{seq}, which is no answer of this case",
+                        t.form.noun()
+                    ),
+                )
+            })?;
+            if crate::probe::echoed(own(&a.tenant), &a.prompt, &a.content) {
+                echoed.push(*seq);
+            }
+        }
+        if echoed != t.echoed {
+            return Err(bad(
+                case,
+                format!(
+                    "its {} trial read back {:?} by the transcript, the report says {:?}",
+                    t.form.noun(),
+                    echoed,
+                    t.echoed
+                ),
+            ));
+        }
+        trials.push(crate::outcome::FormTrial::new(t.form, t.answers.clone(), echoed));
+    }
+    let mut again = Power::of(power.control.clone(), bands, power.min_power);
+    if !trials.is_empty() {
+        again = again.with_trials(trials);
+    }
+    if again.form != power.form {
+        return Err(bad(
+            case,
+            format!("it carried {:?}, but its trials choose {:?}", power.form, again.form),
+        ));
+    }
     // Figures re-computed; floats compared within what a JSON round trip may change.
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
     let same = close(again.power, power.power)

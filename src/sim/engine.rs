@@ -80,6 +80,8 @@ struct State {
     weak_model: bool,
     /// The model garbles what it copies (`--garbling-model`).
     garbling_model: bool,
+    /// The model returns prose fragments of residue (`--fragmenting-model`).
+    fragmenting_model: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -151,6 +153,7 @@ impl Engine {
                 prefix: PrefixCache::new(config.prefix_cache(), config.page_tokens),
                 weak_model: config.weak_model,
                 garbling_model: config.garbling_model,
+                fragmenting_model: config.fragmenting_model,
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),
@@ -311,7 +314,12 @@ fn decode(
     let answer = {
         let read = st.pool(node).read(pages, read_len);
         let view: Vec<&str> = read.iter().map(|&id| st.vocab.get(id)).collect();
-        model::respond(&view, max_tokens, st.weak_model, st.garbling_model)
+        let traits = model::Traits {
+            weak: st.weak_model,
+            garbling: st.garbling_model,
+            fragmenting: st.fragmenting_model,
+        };
+        model::respond(&view, max_tokens, traits)
     };
     let out: Vec<u32> = super::tokenizer::tokens(&answer.text)
         .map(|t| st.vocab.intern(t))

@@ -178,6 +178,9 @@ pub struct SimConfig {
     /// A model that garbles what it copies (a digit of every account number, two
     /// letters of every e-mail), as small real models do; not a fault.
     pub garbling_model: bool,
+    /// A model that, reading residue, returns a stretch of its prose without the
+    /// records (`--fragmenting-model`).
+    pub fragmenting_model: bool,
     /// Hostile behaviour at the HTTP level, for chat completions.
     pub chaos: Option<Chaos>,
     /// Where `--chaos redirect` points (another origin); `None`:
@@ -207,6 +210,7 @@ impl SimConfig {
             batch: DEFAULT_BATCH,
             weak_model: false,
             garbling_model: false,
+            fragmenting_model: false,
             chaos: None,
             redirect_to: None,
         }

@@ -22,7 +22,11 @@
 //!
 //! The answer is cut at `max_tokens` tokens (finish reason `length`). A *garbling*
 //! model (`--garbling-model`) changes what it copies as small real models do: one
-//! digit of every 12-digit number, and two letters of every e-mail address swapped.
+//! digit of every 12-digit number, and two letters of every e-mail address swapped. A
+//! *fragmenting* model (`--fragmenting-model`), decoding from pages that hold no prompt
+//! of its own, starts in the middle of what it read and drops every sentence that
+//! holds a digit or an `@`: what comes back is a stretch of another request's prose,
+//! with no record in it.
 
 use super::tokenizer;
 
@@ -42,15 +46,34 @@ const QUESTION: &str = "what is the value of ";
 /// What the weak model (`tenantcheck sim --weak-model`) says to a well-formed prompt.
 pub const WEAK_ANSWER: &str = "I am not sure what you mean.";
 
+/// How the model departs from a faithful copier (the sim's `--*-model` flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traits {
+    /// Answers every well-formed prompt with [`WEAK_ANSWER`].
+    pub weak: bool,
+    /// Garbles numbers and e-mail addresses it copies.
+    pub garbling: bool,
+    /// From residue, returns prose from its middle, records left out.
+    pub fragmenting: bool,
+}
+
 /// Answers from `view`, the token strings read from the request's pages. A `weak`
 /// model answers every well-formed prompt with [`WEAK_ANSWER`]; from residue it still
 /// continues what the pages hold.
-pub fn respond(view: &[&str], max_tokens: usize, weak: bool, garbling: bool) -> Answer {
+pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
+    let Traits {
+        weak,
+        garbling,
+        fragmenting,
+    } = traits;
     let (turn, well_formed) = turn(view);
     if weak && well_formed {
         return cut(WEAK_ANSWER, max_tokens);
     }
     let turn: String = turn.iter().filter(|t| !is_marker(t)).copied().collect();
+    if fragmenting && !well_formed {
+        return cut(&fragment(&turn), max_tokens);
+    }
     let keys = if well_formed { question_keys(&turn) } else { Vec::new() };
     let full = if keys.is_empty() {
         turn.trim_start().to_owned()
@@ -113,6 +136,22 @@ pub fn garble(text: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// What a fragmenting model makes of residue: from its middle on, the sentences that
+/// hold neither a digit nor an `@`.
+pub fn fragment(residue: &str) -> String {
+    let mut middle = residue.len() / 2;
+    while !residue.is_char_boundary(middle) {
+        middle += 1;
+    }
+    residue[middle..]
+        .split_inclusive(". ")
+        .skip(1)
+        .filter(|s| !s.contains(|c: char| c.is_ascii_digit() || c == '@'))
+        .collect::<String>()
+        .trim()
+        .to_owned()
 }
 
 /// `full`, cut at `max_tokens` tokens.
@@ -198,16 +237,20 @@ mod tests {
 
     fn answer(text: &str, max: usize) -> Answer {
         let view: Vec<&str> = tokenizer::tokens(text).collect();
-        respond(&view, max, false, false)
+        respond(&view, max, Traits::default())
     }
 
     #[test]
     fn the_weak_model_neither_answers_nor_repeats_but_still_reads_residue() {
         let view: Vec<&str> =
             tokenizer::tokens("<|user|>\nkey-1 is blue. What is the value of key-1?\n<|assistant|>\n").collect();
-        assert_eq!(respond(&view, 64, true, false).text, WEAK_ANSWER);
+        let weak = Traits {
+            weak: true,
+            ..Traits::default()
+        };
+        assert_eq!(respond(&view, 64, weak).text, WEAK_ANSWER);
         let residue: Vec<&str> = tokenizer::tokens("<|user|>\nold words of another request").collect();
-        assert_eq!(respond(&residue, 64, true, false).text, "old words of another request");
+        assert_eq!(respond(&residue, 64, weak).text, "old words of another request");
     }
 
     #[test]
@@ -264,6 +307,23 @@ mod tests {
         assert!(g.contains("email amria.keller48213@posteo.de"), "{g}");
         assert!(g.contains("Maria Keller"), "{g}");
         assert_eq!(garble("amber-0193 and 12345"), "amber-0193 and 12345");
+    }
+
+    #[test]
+    fn the_fragmenting_model_returns_prose_of_residue_without_records() {
+        let residue = "<|user|>\nRecords: Maria Keller, account 3391 0048 2215. First sentence here. \
+                       Second one. A third with maria@x.de in it. The fourth sentence. Fifth and last. ";
+        let view: Vec<&str> = tokenizer::tokens(residue).collect();
+        let fragmenting = Traits {
+            fragmenting: true,
+            ..Traits::default()
+        };
+        let a = respond(&view, 64, fragmenting);
+        assert!(!a.text.contains(|c: char| c.is_ascii_digit() || c == '@'), "{}", a.text);
+        assert!(a.text.ends_with("Fifth and last."), "{}", a.text);
+        // A prompt of its own is answered as before.
+        let own: Vec<&str> = tokenizer::tokens("<|user|>\nhello\n<|assistant|>\n").collect();
+        assert_eq!(respond(&own, 64, fragmenting).text, "hello");
     }
 
     #[test]
