@@ -233,6 +233,12 @@ struct SimArgs {
     /// together with one that leaves such pages, such as stale-pages).
     #[arg(long)]
     fragmenting_model: bool,
+    /// Another customer, one the suite does not control, whose requests fill every
+    /// free KV page with its own customer records before each request is served (not
+    /// a fault: on a healthy engine nobody reads them; with stale-pages they are what
+    /// long prompts decode from).
+    #[arg(long)]
+    background_tenant: bool,
     /// A tenant as LABEL=ENV: its API key is read from environment variable ENV.
     /// Default: a=TENANTCHECK_KEY_A and b=TENANTCHECK_KEY_B, as in vendors/sim.toml.
     #[arg(long = "tenant", value_name = "LABEL=ENV")]
@@ -389,6 +395,7 @@ fn sim(args: SimArgs) -> u8 {
         weak_model: args.weak_model,
         garbling_model: args.garbling_model,
         fragmenting_model: args.fragmenting_model,
+        background_tenant: args.background_tenant,
         chaos: args.chaos,
         redirect_to: args.redirect_to,
     };

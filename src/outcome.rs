@@ -98,6 +98,9 @@ pub struct FormTrial {
     pub echoed: Vec<u64>,
     /// The echo rate's one-sided 95% lower confidence bound.
     pub echo_low: f64,
+    /// Those that held foreign content (see [`EchoBand::foreign`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign: Vec<u64>,
 }
 
 impl FormTrial {
@@ -109,6 +112,7 @@ impl FormTrial {
             answers,
             echoed,
             echo_low,
+            foreign: Vec::new(),
         }
     }
 
@@ -138,9 +142,59 @@ pub struct EchoBand {
     pub exposed: Vec<u64>,
     /// The echo rate's one-sided 95% lower confidence bound.
     pub echo_low: f64,
+    /// Those of the answers that held record-shaped content (e-mail addresses, long
+    /// numbers) that neither their prompt nor any canary of the run accounts for (see
+    /// [`Power::foreign_rise`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign: Vec<u64>,
+}
+
+/// A significant rise, from short prompts to long ones, in answers holding
+/// record-shaped content that no prompt of the run holds: suspected data of customers
+/// the run does not control.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForeignRise {
+    /// Long answers with such content, and all long answers.
+    pub long: (usize, usize),
+    /// Short answers with such content, and all short answers.
+    pub short: (usize, usize),
+    /// One-sided Fisher exact test: the chance of so many among the long answers were
+    /// the content as likely at every length.
+    pub p: f64,
 }
 
 impl Power {
+    /// The significance at which a rise in foreign content fails a case.
+    pub const FOREIGN_ALPHA: f64 = 1e-3;
+
+    /// Long answers with foreign content needed before a rise is reported.
+    pub const FOREIGN_MIN: usize = 3;
+
+    /// The rise in foreign content from the short answers (the form trials and the
+    /// shortest band) to the long ones (bands of at least half the longest band's
+    /// length, the shortest band excepted), when it is significant at
+    /// [`Power::FOREIGN_ALPHA`] and at least [`Power::FOREIGN_MIN`] long answers hold
+    /// some. A model that invents records at every length shows no rise; an engine
+    /// that decodes long prompts from other customers' pages does.
+    pub fn foreign_rise(&self) -> Option<ForeignRise> {
+        let (first, top) = (self.bands.first()?, self.bands.last()?);
+        let mut short = (first.foreign.len(), first.answers.len());
+        for t in &self.trials {
+            short.0 += t.foreign.len();
+            short.1 += t.answers.len();
+        }
+        let mut long = (0, 0);
+        for b in self.bands.iter().skip(1).filter(|b| 2 * b.tokens >= top.tokens) {
+            long.0 += b.foreign.len();
+            long.1 += b.answers.len();
+        }
+        if long.0 < Self::FOREIGN_MIN {
+            return None;
+        }
+        let p = fisher_greater(long.0, long.1, short.0, short.1);
+        (p <= Self::FOREIGN_ALPHA).then_some(ForeignRise { long, short, p })
+    }
+
     /// The confidence of each band's lower bound on its echo rate.
     pub const CONFIDENCE: f64 = 0.95;
 
@@ -214,8 +268,26 @@ impl EchoBand {
             echoed,
             exposed,
             echo_low,
+            foreign: Vec::new(),
         }
     }
+}
+
+/// One-sided Fisher exact test: the chance, were the rate the same in both groups, of
+/// at least `a` of `n` in the first group given `a + b` of `n + m` in all.
+pub fn fisher_greater(a: usize, n: usize, b: usize, m: usize) -> f64 {
+    let ln_choose = |n: usize, k: usize| -> f64 { ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k) };
+    let (total, hits) = (n + m, a + b);
+    let denominator = ln_choose(total, n);
+    (a..=n.min(hits))
+        .filter(|&x| hits - x <= m)
+        .map(|x| (ln_choose(hits, x) + ln_choose(total - hits, n - x) - denominator).exp())
+        .sum::<f64>()
+        .min(1.0)
+}
+
+fn ln_factorial(n: usize) -> f64 {
+    (2..=n).map(|i| (i as f64).ln()).sum()
 }
 
 /// The one-sided lower confidence bound on a rate seen `k` times in `n` at error
@@ -421,6 +493,10 @@ pub enum FindingCode {
     /// pointed to was not judged; an API that redirects its calls would take a client
     /// that follows redirects, and its key, wherever it points (T5).
     Redirected,
+    /// Answers to long prompts held record-shaped content (e-mail addresses, long
+    /// numbers) that no prompt of the run holds, significantly more often than answers
+    /// to short ones: suspected data of customers the run does not control (T1).
+    ForeignContent,
     /// The probe itself failed: a bug in tenantcheck, not in the vendor.
     ToolBug,
 }
@@ -471,6 +547,17 @@ impl LeakEvidence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fisher_exact_tails() {
+        // 8 of 8 long against 0 of 12 short: 1 / C(20, 8).
+        assert!((fisher_greater(8, 8, 0, 12) - 1.0 / 125_970.0).abs() < 1e-12);
+        // The same rate everywhere is no rise.
+        assert!(fisher_greater(2, 8, 3, 12) > 0.3);
+        assert!((fisher_greater(0, 5, 4, 7) - 1.0).abs() < 1e-12);
+        // 3 of 4 against 0 of 8: (C(4,3) C(8,0)) / C(12,3) = 4 / 220.
+        assert!((fisher_greater(3, 4, 0, 8) - 4.0 / 220.0).abs() < 1e-12);
+    }
 
     #[test]
     fn clopper_pearson_lower_bounds() {

@@ -370,6 +370,63 @@ impl Scanner {
     }
 }
 
+/// Spans of record-shaped items in `text`: e-mail addresses, and numbers of at least
+/// [`RECORD_DIGITS`] digits (groups joined by single spaces, dashes or dots). What
+/// leaks of customers the run does not know look like: the suite cannot match them
+/// against anything, only notice that no prompt held them.
+pub fn record_shaped(text: &str) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut spans = Vec::new();
+    // Numbers.
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let (start, mut digits) = (i, 0);
+        let mut end = i;
+        while i < bytes.len() {
+            if bytes[i].is_ascii_digit() {
+                digits += 1;
+                i += 1;
+                end = i;
+            } else if matches!(bytes[i], b' ' | b'-' | b'.') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if digits >= RECORD_DIGITS {
+            spans.push((start, end));
+        }
+    }
+    // E-mail addresses.
+    let local = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-');
+    let domain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-');
+    for (at, _) in text.match_indices('@') {
+        let mut s = at;
+        while s > 0 && local(bytes[s - 1]) {
+            s -= 1;
+        }
+        let mut e = at + 1;
+        while e < bytes.len() && domain(bytes[e]) {
+            e += 1;
+        }
+        while e > at + 1 && bytes[e - 1] == b'.' {
+            e -= 1;
+        }
+        if s < at && text[at + 1..e].contains('.') {
+            spans.push((s, e));
+        }
+    }
+    spans.sort_unstable();
+    spans
+}
+
+/// Digits a number needs to be record-shaped (an account, a card, a phone number).
+pub const RECORD_DIGITS: usize = 9;
+
 /// Whether `got` is `want` with two neighbouring letters swapped or one letter
 /// changed (not equal: an exact e-mail is matched as such).
 fn near_letters(want: &[u8], got: &[u8]) -> bool {
@@ -664,7 +721,10 @@ mod tests {
         assert_eq!(hits[0].matched, format!("{swapped}@{domain}"));
         let changed = format!("x{}@{domain}", &local[1..]);
         assert_eq!(scanner.scan(&changed, "b").len(), 1, "one letter changed");
-        let far = format!("xy{}@{domain}", &local[2..]);
+        // Two letters changed, neither of them to the other's: not near.
+        let (l0, l1) = (local.as_bytes()[0], local.as_bytes()[1]);
+        let other = |not: [u8; 2]| (b'a'..=b'z').find(|c| !not.contains(c)).map(char::from).unwrap();
+        let far = format!("{}{}{}@{domain}", other([l0, l1]), other([l0, l1]), &local[2..]);
         assert!(
             scanner.scan(&far, "b").is_empty(),
             "two letters changed could be another address"
@@ -693,6 +753,14 @@ mod tests {
         assert!(scanner.scan(&twice, "b").is_empty(), "two distinct names");
         let inside = format!("x{}x {}", ma.words[0], ma.words[1]);
         assert!(scanner.scan(&inside, "b").is_empty(), "whole words only");
+    }
+
+    #[test]
+    fn record_shaped_items_are_e_mails_and_long_numbers() {
+        let text = "Call 555-0100 or write to jo.ward+x@mail.example.org. Account 1234 5678 9012, ref 12.345.678.9, year 2024.";
+        let items: Vec<&str> = record_shaped(text).into_iter().map(|(s, e)| &text[s..e]).collect();
+        assert_eq!(items, ["jo.ward+x@mail.example.org", "1234 5678 9012", "12.345.678.9"]);
+        assert!(record_shaped("an @ sign, user@localhost, 12345678").is_empty());
     }
 
     #[test]

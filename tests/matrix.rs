@@ -186,6 +186,20 @@ const ROWS: &[Row] = &[
         why: "no power from the controls, yet the other tenant's prose that comes back is a leak seen",
     },
     Row {
+        name: "background tenant",
+        flags: &["--background-tenant"],
+        inconclusive: &[],
+        fail: &[],
+        why: "not a fault: a customer outside the run fills every free page with its records before each request; a healthy engine overwrites them",
+    },
+    Row {
+        name: "stale-pages, background tenant",
+        flags: &["--fault", "stale-pages", "--background-tenant"],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "long prompts decode from a stranger's records, none of them the run's: isolation sees e-mail addresses and account numbers no prompt held, in every long answer and no short one",
+    },
+    Row {
         name: "weak model, cancel-swap",
         flags: &["--fault", "cancel-swap", "--weak-model"],
         inconclusive: &[

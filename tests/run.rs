@@ -1008,6 +1008,83 @@ fn verify_re_derives_the_power_of_a_pass_from_the_transcript() {
     // A lower bar than the case's.
     let err = resigned(&healthy, |r| isolation(r).power.as_mut().unwrap().min_power = 0.5).unwrap_err();
     assert!(err.contains("its parameters say otherwise"), "{err}");
+    // Another form than the trials choose, or trial echoes the transcript lacks.
+    let err = resigned(&healthy, |r| {
+        isolation(r).power.as_mut().unwrap().form = Some(tenantcheck::canary::Form::Code)
+    })
+    .unwrap_err();
+    assert!(err.contains("but its trials choose"), "{err}");
+    let err = resigned(&healthy, |r| {
+        isolation(r).power.as_mut().unwrap().trials[1].echoed.pop();
+    })
+    .unwrap_err();
+    assert!(err.contains("code trial read back"), "{err}");
+    // Foreign content the transcript does not show.
+    let err = resigned(&healthy, |r| {
+        let p = isolation(r).power.as_mut().unwrap();
+        let last = p.bands.len() - 1;
+        p.bands[last].foreign = p.bands[last].answers.clone();
+    })
+    .unwrap_err();
+    assert!(err.contains("foreign content"), "{err}");
+}
+
+#[test]
+fn strangers_records_in_long_answers_fail_isolation_and_verify_re_derives_the_rise() {
+    let sim = Sim::start(
+        "bg-key-a-0001",
+        "bg-key-b-0001",
+        &["--fault", "stale-pages", "--background-tenant"],
+    );
+    let tmp = TempDir::new("foreign");
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = run_exact(
+        &profile,
+        &run_dir,
+        "isolation.canary-residue",
+        "bg-key-a-0001",
+        "bg-key-b-0001",
+    );
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let report = verified(&run_dir);
+    let c = report
+        .cases
+        .iter()
+        .find(|c| c.id == "isolation.canary-residue")
+        .unwrap();
+    assert!(
+        c.outcome
+            .summary
+            .starts_with("suspected data of customers outside the run"),
+        "{}",
+        c.outcome.summary
+    );
+    let finding = &c.outcome.findings[0];
+    assert_eq!(finding.code, FindingCode::ForeignContent);
+    assert!(finding.message.contains('@'), "{}", finding.message);
+    let power = c.outcome.power.as_ref().unwrap();
+    assert!(power.foreign_rise().is_some());
+    assert!(
+        power.trials.iter().all(|t| t.foreign.is_empty()),
+        "short answers are the run's own"
+    );
+    // A report that passes over the rise does not verify.
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r
+            .cases
+            .iter_mut()
+            .find(|c| c.id == "isolation.canary-residue")
+            .unwrap()
+            .outcome;
+        o.findings.retain(|f| f.code != FindingCode::ForeignContent);
+        o.verdict = Verdict::Pass;
+        r.verdict = Verdict::Pass;
+        r.totals.passed = 1;
+        r.totals.failed = 0;
+    })
+    .unwrap_err();
+    assert!(err.contains("does not fail on"), "{err}");
 }
 
 #[test]

@@ -30,7 +30,14 @@
 //! ladder, each tenant sends [`TRIAL_PROMPTS`] short prompts of each form; the form the
 //! model read back best (by the lower bound on its echo rate) is carried up the ladder.
 //!
-//! Verdicts: any foreign canary is a fail. Otherwise the case passes only when every
+//! Content of customers the run does not control is looked for too: every answer is
+//! checked for record-shaped content (e-mail addresses, long numbers) that neither its
+//! prompt nor any canary of the run accounts for ([`super::foreign`]); a significant
+//! rise of such answers from short prompts to long ones
+//! ([`crate::outcome::Power::foreign_rise`]) fails the case as suspected foreign
+//! customer data (`ForeignContent`), with excerpts.
+//!
+//! Verdicts: any foreign canary is a fail, and so is a rise in foreign content. Otherwise the case passes only when every
 //! prober had a prompt of at least `min_reach` of the top rung processed and the power
 //! reached `min_power`; else it is inconclusive, saying how far it got and what power
 //! it had.
@@ -159,6 +166,7 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         controls: BTreeMap::new(),
         form: Form::Record,
         trials: Vec::new(),
+        foreign: Vec::new(),
     };
     match run.go().await {
         Ok(reach) => run.conclude(reach),
@@ -195,6 +203,8 @@ struct Run<'a> {
     form: Form,
     /// The trials that chose it.
     trials: Vec<FormTrial>,
+    /// Answers holding foreign content: transcript line, tenant, the items.
+    foreign: Vec<(u64, String, Vec<String>)>,
 }
 
 /// The positive control of one rung, by transcript line.
@@ -206,6 +216,8 @@ struct Control {
     echoed: Vec<u64>,
     /// Those that were probers' (exposures).
     exposed: Vec<u64>,
+    /// Those that held foreign content.
+    foreign: Vec<u64>,
 }
 
 /// The words for the control, in the report.
@@ -257,7 +269,7 @@ impl Run<'_> {
         let mut trials = Vec::new();
         for form in Form::ALL {
             self.form = form;
-            let (mut answers, mut echoed) = (Vec::new(), Vec::new());
+            let (mut answers, mut echoed, mut foreign) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..TRIAL_PROMPTS {
                 for tenant in tenants {
                     let prompt = self.prompt(tenant, PromptSize::Items(4));
@@ -270,13 +282,29 @@ impl Run<'_> {
                     if super::echoed(own, &prompt, &sent.exchange.content) {
                         echoed.push(sent.seq);
                     }
+                    if self.note_foreign(tenant, &prompt, &sent) {
+                        foreign.push(sent.seq);
+                    }
                 }
             }
-            trials.push(FormTrial::new(form, answers, echoed));
+            let mut trial = FormTrial::new(form, answers, echoed);
+            trial.foreign = foreign;
+            trials.push(trial);
         }
         self.form = FormTrial::best(&trials).unwrap_or(Form::Record);
         self.trials = trials;
         Ok(())
+    }
+
+    /// Notes the foreign content of a processed answer; whether it held any.
+    fn note_foreign(&mut self, tenant: &str, prompt: &str, sent: &Sent) -> bool {
+        let content = &sent.exchange.content;
+        let items = super::foreign(prompt, content, |item| !self.session.scan(item, "\u{0}").is_empty());
+        if items.is_empty() {
+            return false;
+        }
+        self.foreign.push((sent.seq, tenant.to_owned(), items));
+        true
     }
 
     /// One short request to learn the vendor's characters per token.
@@ -355,7 +383,11 @@ impl Run<'_> {
                 self.coverage.max_prompt_tokens = self.coverage.max_prompt_tokens.max(tokens);
                 let own = self.issued.get(tenant).map(Vec::as_slice).unwrap_or_default();
                 let echo = super::echoed(own, &prompt, &ex.content);
+                let foreign = self.note_foreign(tenant, &prompt, &sent);
                 let control = self.controls.entry(rung).or_default();
+                if foreign {
+                    control.foreign.push(sent.seq);
+                }
                 control.answers.push(sent.seq);
                 if echo {
                     control.echoed.push(sent.seq);
@@ -470,7 +502,10 @@ impl Run<'_> {
         let bands = self
             .controls
             .iter()
-            .map(|(&tokens, c)| EchoBand::new(tokens, c.answers.clone(), c.echoed.clone(), c.exposed.clone()))
+            .map(|(&tokens, c)| EchoBand {
+                foreign: c.foreign.clone(),
+                ..EchoBand::new(tokens, c.answers.clone(), c.echoed.clone(), c.exposed.clone())
+            })
             .collect();
         let power = Power::of(CONTROL.to_owned(), bands, self.p.min_power).with_trials(self.trials);
         let context = self.session.profile().context_window;
@@ -481,6 +516,38 @@ impl Run<'_> {
             c.max_prompt_tokens,
             100.0 * c.max_prompt_tokens as f64 / context as f64
         );
+        if let Some(rise) = power.foreign_rise() {
+            let findings: Vec<Finding> = self
+                .foreign
+                .iter()
+                .filter(|(seq, _, _)| power.bands.iter().skip(1).any(|b| b.foreign.contains(seq)))
+                .take(MAX_FINDINGS)
+                .map(|(seq, tenant, items)| Finding {
+                    code: FindingCode::ForeignContent,
+                    message: format!(
+                        "the answer to a long prompt of tenant {tenant} (transcript #{seq}) holds record-shaped content no prompt of the run held: {}",
+                        items.join(", ")
+                    ),
+                    leak: None,
+                })
+                .collect();
+            let mut findings = findings;
+            let leaks = self.leaks.len();
+            findings.extend(self.leaks.into_iter().take(MAX_FINDINGS).map(leak_finding));
+            let summary = format!(
+                "suspected data of customers outside the run: answers to long prompts held e-mail addresses or long numbers that no prompt of the run held in {} of {}, against {} of {} at short lengths (one-sided Fisher p = {:.1e}); {leaks} canaries of the run's own tenants leaked besides; {exercised}",
+                rise.long.0, rise.long.1, rise.short.0, rise.short.1, rise.p
+            );
+            return Outcome {
+                verdict: Verdict::Fail,
+                summary,
+                coverage: c,
+                findings,
+                sweep: Vec::new(),
+                timing: Vec::new(),
+                power: Some(power),
+            };
+        }
         if !self.leaks.is_empty() {
             let responses: BTreeSet<u64> = self.leaks.iter().map(|l| l.returned_in).collect();
             let first = &self.leaks[0];
@@ -493,21 +560,7 @@ impl Run<'_> {
                 first.recipient,
                 first.returned_in,
             );
-            let findings = self
-                .leaks
-                .into_iter()
-                .take(MAX_FINDINGS)
-                .map(|l| Finding {
-                    code: FindingCode::CrossTenantCanary,
-                    message: format!(
-                        "the response to tenant {} (transcript #{}) holds {}",
-                        l.recipient,
-                        l.returned_in,
-                        l.what()
-                    ),
-                    leak: Some(l),
-                })
-                .collect();
+            let findings = self.leaks.into_iter().take(MAX_FINDINGS).map(leak_finding).collect();
             return Outcome {
                 verdict: Verdict::Fail,
                 summary,
@@ -562,6 +615,20 @@ impl Run<'_> {
                 power: Some(power),
             }
         }
+    }
+}
+
+/// The finding of one leak of another tenant's content.
+fn leak_finding(l: LeakEvidence) -> Finding {
+    Finding {
+        code: FindingCode::CrossTenantCanary,
+        message: format!(
+            "the response to tenant {} (transcript #{}) holds {}",
+            l.recipient,
+            l.returned_in,
+            l.what()
+        ),
+        leak: Some(l),
     }
 }
 

@@ -176,6 +176,20 @@ pub fn echoed(own: &[crate::canary::Canary], prompt: &str, answer: &str) -> bool
         .any(|h| own.iter().any(|c| c.id == h.id && c.carried_by(prompt)))
 }
 
+/// Record-shaped items in `answer` ([`crate::scan::record_shaped`]: e-mail addresses,
+/// long numbers) that `prompt` does not hold as written and that are no canary of the
+/// run, exact or near (`is_canary`: whether the scan of an item alone finds a canary
+/// of the run in it). What a decode from pages of customers the run does not control
+/// returns; `verify` re-judges it.
+pub fn foreign(prompt: &str, answer: &str, is_canary: impl Fn(&str) -> bool) -> Vec<String> {
+    crate::scan::record_shaped(answer)
+        .into_iter()
+        .map(|(s, e)| &answer[s..e])
+        .filter(|item| !prompt.contains(item) && !is_canary(item))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Runs one case's probe. Whatever the probe concluded, and however it ended (a
 /// budget, an interruption), another tenant's canary in any answer the case received
 /// fails it: the session scans every answer, and a leak the probe did not report is
@@ -495,6 +509,23 @@ pub(crate) fn refused(ex: &crate::adapter::Exchange) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn foreign_content_is_what_neither_the_prompt_nor_a_canary_explains() {
+        let s = crate::canary::RunSecret::generate();
+        let own = s.canary("a", "t", 0);
+        let scanner = crate::scan::Scanner::new(vec![own.clone()]);
+        let prompt = format!("Read back: {} Also call 0044 2071 8388.", own.record());
+        let mut garbled = own.account.clone().into_bytes();
+        garbled[6] = if garbled[6] == b'9' { b'0' } else { garbled[6] + 1 };
+        let garbled = String::from_utf8(garbled).unwrap();
+        let answer = format!(
+            "{} / account {garbled} / 0044 2071 8388 / edda.falk40211@postbox.example and 9981 0021 3345",
+            own.record()
+        );
+        let items = foreign(&prompt, &answer, |item| !scanner.scan(item, "\u{0}").is_empty());
+        assert_eq!(items, ["edda.falk40211@postbox.example", "9981 0021 3345"]);
+    }
     use crate::outcome::FindingCode;
 
     fn leak(returned_in: u64, index: u32) -> LeakEvidence {

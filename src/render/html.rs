@@ -105,20 +105,33 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
         let _ = writeln!(
             h,
             "<h2>What it could have seen: <code>{}</code></h2><p>{}; a pass needs power {}.</p>\
-<table><tr><th>prompt tokens</th><th>own records read back</th><th>lower bound (95%)</th><th>exposures</th></tr>",
+<table><tr><th>prompts</th><th>own content read back</th><th>lower bound (95%)</th><th>exposures</th><th>foreign content</th></tr>",
             escape(&c.id),
             escape(&power.control),
             power.min_power
         );
+        for t in &power.trials {
+            let carried = if power.form == Some(t.form) { ", carried" } else { "" };
+            let _ = writeln!(
+                h,
+                "<tr><td>short, {}s{carried}</td><td>{} of {}</td><td>{:.3}</td><td>-</td><td>{}</td></tr>",
+                t.form.noun(),
+                t.echoed.len(),
+                t.answers.len(),
+                t.echo_low,
+                t.foreign.len()
+            );
+        }
         for b in &power.bands {
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{} of {}</td><td>{:.3}</td><td>{}</td></tr>",
+                "<tr><td>{} tokens</td><td>{} of {}</td><td>{:.3}</td><td>{}</td><td>{}</td></tr>",
                 b.tokens,
                 b.echoed.len(),
                 b.answers.len(),
                 b.echo_low,
-                b.exposed.len()
+                b.exposed.len(),
+                b.foreign.len()
             );
         }
         let _ = writeln!(h, "</table><p>Power: <b>{:.4}</b></p>", power.power);

@@ -260,7 +260,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                     format!("its power needs {}, its parameters say otherwise", power.min_power),
                 ));
             }
-            recheck_power(report, secret, c, power, &answers)?;
+            recheck_power(report, secret, c, power, &answers, &scanner)?;
             powers += 1;
         }
         if !c.outcome.timing.is_empty() {
@@ -346,7 +346,28 @@ fn recheck_power(
     c: &super::CaseReport,
     power: &crate::outcome::Power,
     answers: &BTreeMap<u64, Answer>,
+    scanner: &Scanner,
 ) -> Result<(), VerifyError> {
+    // Whether an answer held content no prompt of the run and no canary accounts for.
+    let foreign = |a: &Answer| {
+        !crate::probe::foreign(&a.prompt, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty()).is_empty()
+    };
+    // Only isolation looks for foreign content; elsewhere every list must be empty.
+    let looks = c.probe == "isolation.canary-residue";
+    let same_foreign = |what: String, listed: &[u64], seqs: &[u64]| -> Result<(), VerifyError> {
+        let again: Vec<u64> = seqs
+            .iter()
+            .copied()
+            .filter(|s| looks && answers.get(s).is_some_and(foreign))
+            .collect();
+        if again != listed {
+            return Err(bad(
+                &c.id,
+                format!("{what}: the transcript shows foreign content in {again:?}, the report says {listed:?}"),
+            ));
+        }
+        Ok(())
+    };
     use crate::outcome::{EchoBand, Power};
     let (case, outcome) = (c.id.as_str(), &c.outcome);
     // Isolation's exposures are probers' answers, each right after a seeder's request.
@@ -416,12 +437,11 @@ fn recheck_power(
                 ));
             }
         }
-        bands.push(EchoBand::new(
-            band.tokens,
-            band.answers.clone(),
-            echoed,
-            band.exposed.clone(),
-        ));
+        same_foreign(format!("at {} tokens", band.tokens), &band.foreign, &band.answers)?;
+        bands.push(EchoBand {
+            foreign: band.foreign.clone(),
+            ..EchoBand::new(band.tokens, band.answers.clone(), echoed, band.exposed.clone())
+        });
     }
     // The form trials: each echo re-judged, and the form they choose.
     let mut trials = Vec::new();
@@ -452,7 +472,10 @@ fn recheck_power(
                 ),
             ));
         }
-        trials.push(crate::outcome::FormTrial::new(t.form, t.answers.clone(), echoed));
+        same_foreign(format!("its {} trial", t.form.noun()), &t.foreign, &t.answers)?;
+        let mut trial = crate::outcome::FormTrial::new(t.form, t.answers.clone(), echoed);
+        trial.foreign = t.foreign.clone();
+        trials.push(trial);
     }
     let mut again = Power::of(power.control.clone(), bands, power.min_power);
     if !trials.is_empty() {
@@ -480,6 +503,25 @@ fn recheck_power(
                 again.power, power.power
             ),
         ));
+    }
+    let says_foreign = outcome.findings.iter().any(|f| f.code == FindingCode::ForeignContent);
+    match again.foreign_rise() {
+        Some(rise) if !says_foreign || outcome.verdict != Verdict::Fail => {
+            return Err(bad(
+                case,
+                format!(
+                    "the transcript shows a rise in foreign content (long {}/{}, short {}/{}, p {:.1e}) the report does not fail on",
+                    rise.long.0, rise.long.1, rise.short.0, rise.short.1, rise.p
+                ),
+            ));
+        }
+        None if says_foreign => {
+            return Err(bad(
+                case,
+                "it names foreign content, but the transcript shows no significant rise".into(),
+            ));
+        }
+        _ => {}
     }
     if outcome.verdict == Verdict::Pass && !again.suffices() {
         return Err(bad(

@@ -18,6 +18,11 @@
 //!
 //! Faults act on this path (see [`Fault`]); the model only ever sees what the pages
 //! hold.
+//!
+//! With a background tenant (`--background-tenant`), a customer the suite does not
+//! control is served before each request: its prompt, customer records of people
+//! nobody in the run knows, is written into every free page of the unified or prefill
+//! pool, so residue there is mostly a stranger's, as on a busy production API.
 
 use super::kv::{KvPool, PageId};
 use super::prefix::PrefixCache;
@@ -64,6 +69,7 @@ pub struct Engine {
     stale_above: usize,
     disaggregated: bool,
     prefill_per_token: Duration,
+    background_tenant: bool,
     state: Mutex<State>,
     freed: Notify,
 }
@@ -82,6 +88,11 @@ struct State {
     garbling_model: bool,
     /// The model returns prose fragments of residue (`--fragmenting-model`).
     fragmenting_model: bool,
+    /// Requests of the background tenant served so far.
+    background_served: u64,
+    /// The background tenant's prompts, as token ids: a few, served in turn (made
+    /// once, so that serving them costs no time a timing test would notice).
+    background_prompts: Vec<Vec<u32>>,
 }
 
 #[derive(Clone, Copy)]
@@ -97,6 +108,82 @@ impl State {
             Node::Decode => self.decode.as_mut().expect("decode pool in disaggregated mode"),
         }
     }
+}
+
+impl State {
+    /// Serves one request of the background tenant: its records written into every
+    /// free page of the first pool, then the pages freed (not cleared).
+    fn serve_background(&mut self) {
+        const PROMPTS: u64 = 8;
+        if self.background_prompts.is_empty() {
+            let capacity = self.prefill.capacity_tokens();
+            for seed in 1..=PROMPTS {
+                let text = stranger_records(seed, capacity);
+                let ids = super::tokenizer::tokens(&text)
+                    .take(capacity)
+                    .map(|t| self.vocab.intern(t))
+                    .collect();
+                self.background_prompts.push(ids);
+            }
+        }
+        self.background_served += 1;
+        let free = self.prefill.free_pages() * self.prefill.page_tokens();
+        let Some(pages) = self.prefill.allocate(free) else {
+            return;
+        };
+        let ids = &self.background_prompts[(self.background_served % PROMPTS) as usize];
+        self.prefill.write(&pages, 0, &ids[..free.min(ids.len())]);
+        self.prefill.release(pages);
+    }
+}
+
+/// Customer records of people nobody in a run knows, at least `tokens` tokens of them,
+/// drawn from `seed` (splitmix64).
+fn stranger_records(seed: u64, tokens: usize) -> String {
+    const GIVEN: &[&str] = &[
+        "Agnes", "Bertil", "Cosima", "Dorian", "Edda", "Florin", "Greta", "Hamish",
+    ];
+    const FAMILY: &[&str] = &[
+        "Achterberg",
+        "Blomqvist",
+        "Carvalho",
+        "Drummond",
+        "Esposito",
+        "Falk",
+        "Gunnarsson",
+        "Hale",
+    ];
+    const DOMAINS: &[&str] = &[
+        "example-mail.net",
+        "postbox.example",
+        "inbox.example.org",
+        "mail.example.com",
+    ];
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut out = String::new();
+    // Records come to about 3 characters per token: 4 per token is more than enough.
+    while out.len() < 4 * tokens + 256 {
+        let (g, f) = (GIVEN[(next() % 8) as usize], FAMILY[(next() % 8) as usize]);
+        let account = next() % 1_000_000_000_000;
+        out.push_str(&format!(
+            "Client: {g} {f}, email {}.{}{:05}@{}, account {:04} {:04} {:04}, balance due on renewal. ",
+            g.to_lowercase(),
+            f.to_lowercase(),
+            next() % 100_000,
+            DOMAINS[(next() % 4) as usize],
+            account / 100_000_000,
+            account / 10_000 % 10_000,
+            account % 10_000
+        ));
+    }
+    out
 }
 
 /// Token strings by id; id 0 is the empty token.
@@ -147,6 +234,7 @@ impl Engine {
             stale_above: config.stale_above(),
             disaggregated: config.disaggregated.is_some(),
             prefill_per_token: config.prefill_per_token,
+            background_tenant: config.background_tenant,
             state: Mutex::new(State {
                 prefill,
                 decode,
@@ -154,6 +242,8 @@ impl Engine {
                 weak_model: config.weak_model,
                 garbling_model: config.garbling_model,
                 fragmenting_model: config.fragmenting_model,
+                background_served: 0,
+                background_prompts: Vec::new(),
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),
@@ -178,6 +268,9 @@ impl Engine {
         let uncached = (prompt.len() - cached) as u32;
         if !self.prefill_per_token.is_zero() && uncached > 0 {
             tokio::time::sleep(self.prefill_per_token * uncached).await;
+        }
+        if self.background_tenant {
+            self.lock().serve_background();
         }
         let generation = if self.disaggregated {
             self.disaggregated(prompt, max_tokens).await

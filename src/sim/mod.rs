@@ -181,6 +181,9 @@ pub struct SimConfig {
     /// A model that, reading residue, returns a stretch of its prose without the
     /// records (`--fragmenting-model`).
     pub fragmenting_model: bool,
+    /// Another customer's traffic fills every free page before each request
+    /// (`--background-tenant`).
+    pub background_tenant: bool,
     /// Hostile behaviour at the HTTP level, for chat completions.
     pub chaos: Option<Chaos>,
     /// Where `--chaos redirect` points (another origin); `None`:
@@ -211,6 +214,7 @@ impl SimConfig {
             weak_model: false,
             garbling_model: false,
             fragmenting_model: false,
+            background_tenant: false,
             chaos: None,
             redirect_to: None,
         }
