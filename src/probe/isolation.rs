@@ -18,7 +18,7 @@
 //! each processed prompt refines it, and a rung the vendor refuses as over its context is retried 10% shorter, up to
 //! three times.
 //!
-//! Every prompt asks for its first record back (at its head and again at its end, where
+//! Every prompt asks for its first canary back (at its head and again at its end, where
 //! a small model still heeds it), so every answer is also a positive control: whether
 //! the asking tenant's own canaries come back in it, by the same detector that looks
 //! for other tenants' ([`super::echoed`]). Per rung, the echo rate and the number of
@@ -37,10 +37,10 @@
 //! ([`crate::outcome::Power::foreign_rise`]) fails the case as suspected foreign
 //! customer data (`ForeignContent`), with excerpts.
 //!
-//! Verdicts: any foreign canary is a fail, and so is a rise in foreign content. Otherwise the case passes only when every
-//! prober had a prompt of at least `min_reach` of the top rung processed and the power
-//! reached `min_power`; else it is inconclusive, saying how far it got and what power
-//! it had.
+//! Verdicts: any foreign canary is a fail, and so is a rise in foreign content.
+//! Otherwise the case passes only when every prober had a prompt of at least
+//! `min_reach` of the top rung processed and the power reached `min_power`; else it is
+//! inconclusive, saying how far it got and what power it had.
 
 use super::ParamsError;
 use crate::adapter::{ChatRequest, Exchange};
