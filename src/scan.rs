@@ -21,6 +21,7 @@
 //! | `record`, `account`, `email`, `code` | exactly, after normalisation | 2^-32 or less |
 //! | `account_near` | 12 digits, one off the account | 108 in 10^12 (1.1e-10) per 12-digit number |
 //! | `account_near` | two off, the family name within [`NEAR_NAME_WINDOW`] letters | 5,346 in 10^12 × the name's chance (1 in 64) |
+//! | `account_near` | a digit dropped (11 digits) or one put in (13) | 12 in 10^11 (1.2e-10) per 11-digit number; 130 in 10^13 per 13-digit one |
 //! | `email_near` | digits and domain exact (20.6 bits), the letters before them one swap or one letter off | below 2^-20 × the chance that such letters precede |
 //! | `prose` | two distinct names of one tenant's [`crate::canary::Marks`], as whole words | a model inventing names at random: (24/32,768)^2, 5e-7 per pair of invented words |
 //!
@@ -366,8 +367,43 @@ impl Scanner {
                     }
                 }
             }
+            // A digit dropped (11 digits) or one put in (13): one of the outer blocks
+            // still stands exactly at the window's start or end.
+            for len in [11, 13] {
+                for w in start..(i + 1).saturating_sub(len).max(start) {
+                    let window = &bytes[w..w + len];
+                    let head: [u8; 4] = window[..4].try_into().expect("4 digits");
+                    let tail: [u8; 4] = window[len - 4..].try_into().expect("4 digits");
+                    let mut seen = Vec::new();
+                    for key in [(0u8, head), (2u8, tail)] {
+                        for &ci in self.blocks.get(&key).into_iter().flatten() {
+                            if seen.contains(&ci) || self.canaries[ci].owner == recipient {
+                                continue;
+                            }
+                            seen.push(ci);
+                            let account = &self.accounts[ci].0;
+                            let near = match len {
+                                11 => one_dropped(account, window),
+                                _ => one_dropped(window, account),
+                            };
+                            if near {
+                                found.push((ci, Fragment::AccountNear, w, w + len));
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
+}
+
+/// Whether `short` is `long` with exactly one element left out.
+fn one_dropped(long: &[u8], short: &[u8]) -> bool {
+    if long.len() != short.len() + 1 {
+        return false;
+    }
+    let same_head = long.iter().zip(short).take_while(|(a, b)| a == b).count();
+    long[same_head + 1..] == short[same_head..]
 }
 
 /// Spans of record-shaped items in `text`: e-mail addresses, and numbers of at least
@@ -668,6 +704,16 @@ mod tests {
         let hits = scanner.scan(&exact, "nobody");
         let frag = |id: &str| hits.iter().find(|h| h.id == id).unwrap().fragment;
         assert_eq!((frag(&a.id), frag(&b.id)), (Fragment::Account, Fragment::AccountNear));
+        // A digit dropped or put in, as a model copying digits does.
+        let digits: String = a.account.chars().filter(char::is_ascii_digit).collect();
+        let dropped = format!("acct {}{} ok", &digits[..5], &digits[6..]);
+        let hits = scanner.scan(&dropped, "b");
+        assert_eq!((hits.len(), hits[0].fragment), (1, Fragment::AccountNear), "{dropped}");
+        assert_eq!(hits[0].matched, &dropped[5..16]);
+        let inserted = format!("acct {}7{} ok", &digits[..9], &digits[9..]);
+        assert_eq!(scanner.scan(&inserted, "b").len(), 1, "{inserted}");
+        let two_dropped = format!("acct {}{} ok", &digits[..5], &digits[7..]);
+        assert!(scanner.scan(&two_dropped, "b").is_empty(), "{two_dropped}");
         // Non-ASCII around the number does not break the name window.
         let wide = format!("ÄÖÜ {family} é {} ü", off(&a.account, &[2, 9]));
         assert_eq!(scanner.scan(&wide, "b").len(), 1);

@@ -1,0 +1,99 @@
+//! Benchmark: how often each leak detector matches by accident on a healthy vendor.
+//!
+//! `cargo bench --bench false_match -- [RUNS] [RUN ARGS...]` runs the whole suite RUNS
+//! times (default 10) with `tenantcheck run [RUN ARGS...]` (default: the built-in
+//! reference vendor, healthy; give `--vendor PROFILE` for another, such as llama.cpp's
+//! server), verifies each signed report, and counts, over every answer of every run,
+//! the matches of each detector: a canary of another tenant by match kind (exact,
+//! near, code, prose marks), answers holding record-shaped content that no prompt held,
+//! and significant rises of such content. On a healthy vendor every match is a false
+//! one; with none in N answers, the one-sided 95% upper bound on the rate per answer is
+//! `1 - 0.05^(1/N)`. `docs/benchmarks.md` has the figures.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use tenantcheck::report::{self, key};
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let runs: usize = match args.first().and_then(|a| a.parse().ok()) {
+        Some(n) => {
+            args.remove(0);
+            n
+        }
+        None => 10,
+    };
+    let work = std::env::temp_dir().join(format!("tenantcheck-false-match-{}", std::process::id()));
+    let (mut answers, mut foreign_answers, mut rises) = (0usize, 0usize, 0usize);
+    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+    for run in 0..runs {
+        let out = work.join(format!("run-{run}"));
+        let status = Command::new(env!("CARGO_BIN_EXE_tenantcheck"))
+            .arg("run")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .arg("--quiet")
+            .output()
+            .expect("tenantcheck runs");
+        let envelope = std::fs::read(out.join(report::ENVELOPE_FILE)).unwrap_or_else(|e| {
+            panic!(
+                "run {run}: no report ({e}); exit {:?}\n{}",
+                status.status.code(),
+                String::from_utf8_lossy(&status.stderr)
+            )
+        });
+        let public = key::read_public(&out.join(key::PUBLIC_KEY_FILE)).expect("the run's public key");
+        let transcript = std::fs::read(out.join(report::TRANSCRIPT_FILE)).expect("the transcript");
+        let verified =
+            report::verify(&envelope, &public, Some(&transcript), None, |_| {}).expect("the report verifies");
+        answers += transcript
+            .split(|&b| b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+            .filter(|v| !v["exchange"]["status"].is_null())
+            .count();
+        for c in &verified.report().cases {
+            for f in &c.outcome.findings {
+                if let Some(leak) = &f.leak {
+                    *by_kind.entry(format!("{:?}", leak.fragment)).or_default() += 1;
+                }
+            }
+            if let Some(power) = &c.outcome.power {
+                foreign_answers += power.bands.iter().map(|b| b.foreign.len()).sum::<usize>();
+                foreign_answers += power.trials.iter().map(|t| t.foreign.len()).sum::<usize>();
+                rises += usize::from(power.foreign_rise().is_some());
+            }
+        }
+        eprintln!(
+            "run {}/{runs}: {} cases, verdict {:?}",
+            run + 1,
+            verified.report().cases.len(),
+            verified.report().verdict
+        );
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    let bound = |k: usize| match k {
+        0 => format!("below {:.1e} (95%)", 1.0 - 0.05f64.powf(1.0 / answers.max(1) as f64)),
+        k => format!("{:.1e} observed", k as f64 / answers as f64),
+    };
+    println!("{runs} runs, {answers} answers scanned");
+    println!("| detector | false matches | rate per answer |");
+    println!("|---|---|---|");
+    for kind in [
+        "Record",
+        "Code",
+        "Email",
+        "Account",
+        "EmailNear",
+        "AccountNear",
+        "Prose",
+    ] {
+        let k = by_kind.get(kind).copied().unwrap_or(0);
+        println!("| canary: {kind} | {k} | {} |", bound(k));
+    }
+    println!(
+        "| answers with record-shaped content no prompt held | {foreign_answers} | {} |",
+        bound(foreign_answers)
+    );
+    println!("| significant rises of it (cases failed) | {rises} | - |");
+}
