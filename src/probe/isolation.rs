@@ -538,15 +538,7 @@ impl Run<'_> {
                 "suspected data of customers outside the run: answers to long prompts held e-mail addresses or long numbers that no prompt of the run held in {} of {}, against {} of {} at short lengths (one-sided Fisher p = {:.1e}); {leaks} canaries of the run's own tenants leaked besides; {exercised}",
                 rise.long.0, rise.long.1, rise.short.0, rise.short.1, rise.p
             );
-            return Outcome {
-                verdict: Verdict::Fail,
-                summary,
-                coverage: c,
-                findings,
-                sweep: Vec::new(),
-                timing: Vec::new(),
-                power: Some(power),
-            };
+            return finish(Verdict::Fail, summary, c, findings, power);
         }
         if !self.leaks.is_empty() {
             let responses: BTreeSet<u64> = self.leaks.iter().map(|l| l.returned_in).collect();
@@ -561,15 +553,7 @@ impl Run<'_> {
                 first.returned_in,
             );
             let findings = self.leaks.into_iter().take(MAX_FINDINGS).map(leak_finding).collect();
-            return Outcome {
-                verdict: Verdict::Fail,
-                summary,
-                coverage: c,
-                findings,
-                sweep: Vec::new(),
-                timing: Vec::new(),
-                power: Some(power),
-            };
+            return finish(Verdict::Fail, summary, c, findings, power);
         }
         let mut short: Vec<String> = match &reach {
             None => vec!["the ladder was not run".into()],
@@ -586,35 +570,34 @@ impl Run<'_> {
             ));
         }
         if short.is_empty() {
-            Outcome {
-                verdict: Verdict::Pass,
-                summary: format!(
-                    "no canary of another tenant in {} responses; {}; {exercised}",
-                    self.responses,
-                    power.describe()
-                ),
-                coverage: c,
-                findings: Vec::new(),
-                sweep: Vec::new(),
-                timing: Vec::new(),
-                power: Some(power),
-            }
+            let summary = format!(
+                "no canary of another tenant in {} responses; {}; {exercised}",
+                self.responses,
+                power.describe()
+            );
+            finish(Verdict::Pass, summary, c, Vec::new(), power)
         } else {
             let mut why = short;
             why.extend(self.notes);
-            Outcome {
-                verdict: Verdict::Inconclusive,
-                summary: format!(
-                    "no foreign canary seen, but the condition was not reached: {}; {exercised}",
-                    why.join("; ")
-                ),
-                coverage: c,
-                findings: Vec::new(),
-                sweep: Vec::new(),
-                timing: Vec::new(),
-                power: Some(power),
-            }
+            let summary = format!(
+                "no foreign canary seen, but the condition was not reached: {}; {exercised}",
+                why.join("; ")
+            );
+            finish(Verdict::Inconclusive, summary, c, Vec::new(), power)
         }
+    }
+}
+
+/// The case's outcome: every verdict carries the coverage and the power.
+fn finish(verdict: Verdict, summary: String, coverage: Coverage, findings: Vec<Finding>, power: Power) -> Outcome {
+    Outcome {
+        verdict,
+        summary,
+        coverage,
+        findings,
+        sweep: Vec::new(),
+        timing: Vec::new(),
+        power: Some(power),
     }
 }
 
