@@ -789,6 +789,17 @@ mod tests {
         let s = RunSecret::generate();
         let (ma, mb) = (s.marks("a"), s.marks("b"));
         let scanner = Scanner::new(vec![s.canary("a", "t", 0)]).with_marks(&[ma.clone(), mb.clone()]);
+        // Names drawn for both tenants belong to neither: use a's own.
+        let own: Vec<&String> = ma.words.iter().filter(|w| !mb.words.contains(w)).collect();
+        let shared: Vec<&String> = ma.words.iter().filter(|w| mb.words.contains(w)).collect();
+        if let [w, ..] = shared[..] {
+            let both = format!("{w} and {}", own[0]);
+            assert!(scanner.scan(&both, "b").is_empty(), "a shared name is no mark");
+        }
+        let ma = crate::canary::Marks {
+            owner: ma.owner.clone(),
+            words: own.into_iter().cloned().collect(),
+        };
         let one = format!("The committee at {} reviewed the budget.", ma.words[0]);
         assert!(scanner.scan(&one, "b").is_empty(), "one name could be chance");
         let two = format!(
