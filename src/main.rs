@@ -233,6 +233,11 @@ struct SimArgs {
     /// together with one that leaves such pages, such as stale-pages).
     #[arg(long)]
     fragmenting_model: bool,
+    /// A model that reads back about three in four of the prompts it is asked to
+    /// repeat, answering the others as the weak model does (not a fault: an honest small model
+    /// that copies now and then; its questions it still answers).
+    #[arg(long)]
+    forgetful_model: bool,
     /// Another customer, one the suite does not control, whose requests fill every
     /// free KV page with its own customer records before each request is served (not
     /// a fault: on a healthy engine nobody reads them; with stale-pages they are what
@@ -395,6 +400,7 @@ fn sim(args: SimArgs) -> u8 {
         weak_model: args.weak_model,
         garbling_model: args.garbling_model,
         fragmenting_model: args.fragmenting_model,
+        forgetful_model: args.forgetful_model,
         background_tenant: args.background_tenant,
         chaos: args.chaos,
         redirect_to: args.redirect_to,

@@ -104,6 +104,19 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
                     let (requests, max_tokens) = crate::probe::cache::ceiling(p, &dry);
                     Some(scaled(sent, requests, max_tokens, &dry))
                 }
+                ProbeSpec::CanaryResidue(p) => {
+                    // The pairs spent at the top rung when the measured echo leaves the
+                    // power short (none against the reference vendor's faithful model).
+                    let (requests, prompt_tokens) = crate::probe::isolation::ceiling(p, &dry);
+                    let max_tokens = u64::from(p.max_tokens) * requests;
+                    let extra = Spent {
+                        requests,
+                        prompt_tokens,
+                        completion_tokens: max_tokens,
+                        usd: dry.prices.as_ref().map_or(0.0, |c| c.cost(prompt_tokens, max_tokens)),
+                    };
+                    Some(sent + extra)
+                }
                 _ => None,
             };
             rows.push(PlanRow {

@@ -200,6 +200,20 @@ const ROWS: &[Row] = &[
         why: "long prompts decode from a stranger's records, none of them the run's: isolation sees e-mail addresses and account numbers no prompt held, in every long answer and no short one",
     },
     Row {
+        name: "forgetful model",
+        flags: &["--forgetful-model"],
+        inconclusive: &[],
+        fail: &[],
+        why: "not a fault: the model reads back three prompts in four; isolation measures it, and spends more exposures at the top rung until its power reaches 0.99",
+    },
+    Row {
+        name: "stale-pages, forgetful model",
+        flags: &["--fault", "stale-pages", "--forgetful-model"],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "a model that copies now and then still returns other tenants' records from stale pages",
+    },
+    Row {
         name: "weak model, cancel-swap",
         flags: &["--fault", "cancel-swap", "--weak-model"],
         inconclusive: &[

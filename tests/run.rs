@@ -1088,6 +1088,44 @@ fn strangers_records_in_long_answers_fail_isolation_and_verify_re_derives_the_ri
 }
 
 #[test]
+fn a_lost_fact_names_the_strangers_records_and_the_degenerate_answer_that_took_its_place() {
+    let sim = Sim::start(
+        "bg-key-a-0002",
+        "bg-key-b-0002",
+        &["--fault", "stale-pages", "--background-tenant"],
+    );
+    let tmp = TempDir::new("foreign-boundary");
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = run_exact(&profile, &run_dir, "context.boundary", "bg-key-a-0002", "bg-key-b-0002");
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let report = verified(&run_dir);
+    let c = report.cases.iter().find(|c| c.id == "context.boundary").unwrap();
+    let lost: Vec<&str> = c
+        .outcome
+        .findings
+        .iter()
+        .filter(|f| f.code == FindingCode::NeedleLost)
+        .map(|f| f.message.as_str())
+        .collect();
+    assert!(!lost.is_empty(), "{}", c.outcome.summary);
+    for message in &lost {
+        assert!(
+            message.contains("suspected data of a customer outside the run") && message.contains('@'),
+            "{message}"
+        );
+        assert!(message.contains("a degenerate answer"), "{message}");
+    }
+    // The same engine without the fault: the stranger's pages are never read.
+    let healthy = Sim::start("bg-key-a-0003", "bg-key-b-0003", &["--background-tenant"]);
+    let tmp = TempDir::new("foreign-boundary-healthy");
+    let profile = healthy.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = run_exact(&profile, &run_dir, "context.boundary", "bg-key-a-0003", "bg-key-b-0003");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+}
+
+#[test]
 fn a_model_that_reads_nothing_back_leaves_isolation_inconclusive_with_its_power() {
     let sim = Sim::start("weak-key-a-0001", "weak-key-b-0001", &["--weak-model"]);
     let tmp = TempDir::new("weak-power");
@@ -1115,4 +1153,62 @@ fn a_model_that_reads_nothing_back_leaves_isolation_inconclusive_with_its_power(
         "{}",
         c.outcome.summary
     );
+}
+
+#[test]
+fn a_renamed_case_is_re_judged_by_the_probe_it_ran() {
+    // A suite that names errors.semantics's probe and usage.consistency's otherwise.
+    let tmp = TempDir::new("renamed");
+    let suite = tmp.path().join("suite");
+    for (from, to, id) in [
+        ("suite/errors/semantics.toml", "api/refusals.toml", "api.refusals"),
+        ("suite/usage/consistency.toml", "api/billing.toml", "api.billing"),
+    ] {
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(from)).unwrap();
+        let old = from
+            .trim_start_matches("suite/")
+            .trim_end_matches(".toml")
+            .replace('/', ".");
+        let text = text.replace(&format!("id = \"{old}\""), &format!("id = \"{id}\""));
+        std::fs::create_dir_all(suite.join("api")).unwrap();
+        std::fs::write(suite.join(to), text).unwrap();
+    }
+    let sim = Sim::start(
+        "ren-key-a-0001",
+        "ren-key-b-0001",
+        &["--fault", "error-as-200", "--fault", "usage-misreport"],
+    );
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let mut cmd = tenantcheck();
+    cmd.args(["run", "--vendor"])
+        .arg(&profile)
+        .arg("--suite")
+        .arg(&suite)
+        .arg("--out")
+        .arg(&run_dir)
+        .env("TENANTCHECK_KEY_A", "ren-key-a-0001")
+        .env("TENANTCHECK_KEY_B", "ren-key-b-0001");
+    let (code, stdout, stderr) = output(&mut cmd);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let report = verified(&run_dir);
+    for (id, code) in [
+        ("api.refusals", FindingCode::FailureAsSuccess),
+        ("api.billing", FindingCode::UsageMismatch),
+    ] {
+        let c = report.cases.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(c.outcome.verdict, Verdict::Fail, "{}", c.outcome.summary);
+        // Each case's findings dropped from a re-signed report: verify re-judges the
+        // case by its probe, whatever its id, and refuses the report.
+        let err = resigned(&run_dir, |r| {
+            let o = &mut r.cases.iter_mut().find(|c| c.id == id).unwrap().outcome;
+            o.findings.retain(|f| f.code != code);
+            if o.findings.is_empty() {
+                o.verdict = Verdict::Pass;
+            }
+            r.tally();
+        })
+        .unwrap_err();
+        assert!(err.contains(id), "{id}: {err}");
+    }
 }

@@ -14,7 +14,8 @@
 //!   of the same tenant a misrouted response (`ResponseMisrouted`): both fail;
 //! - an answer that lacks its own nonce may be only a weak model (small models garble
 //!   copied codes), so it is never a finding: when answers under load lack their nonce
-//!   significantly more often than in the baseline, the case is inconclusive and says
+//!   significantly more often than in the baseline (one-sided Fisher exact test on the
+//!   misses, p < 1e-3: both rates are measured), the case is inconclusive and says
 //!   so; when the model copied no nonce even alone, misrouting cannot be seen at all
 //!   and the case is inconclusive too.
 //!
@@ -125,25 +126,19 @@ impl BindingParams {
     }
 }
 
-/// The one-sided binomial tail P(X <= k) for X ~ Bin(n, p).
-fn binomial_cdf(k: u32, n: u32, p: f64) -> f64 {
-    if p <= 0.0 {
-        return 1.0;
-    }
-    if p >= 1.0 {
-        return if k >= n { 1.0 } else { 0.0 };
-    }
-    let mut term = (1.0 - p).powi(n as i32);
-    let mut sum = term;
-    for i in 0..k.min(n) {
-        term *= (f64::from(n - i) / f64::from(i + 1)) * (p / (1.0 - p));
-        sum += term;
-    }
-    sum.min(1.0)
+/// Whether answers under load lacked their own nonce more often than answers alone,
+/// by more than chance explains: a one-sided Fisher exact test on the misses, below
+/// [`SUSPICIOUS_TAIL`]. Both rates are measured, so neither is taken as known: with a
+/// baseline of a few answers, one that copied all of them says little about the
+/// model's true rate (a model that copies three times in four does so in four of four
+/// a third of the time).
+fn lacks_under_load((base_copied, base_n): (u32, u32), (burst_copied, burst_n): (u32, u32)) -> bool {
+    let base_missed = (base_n - base_copied) as usize;
+    let burst_missed = (burst_n - burst_copied) as usize;
+    crate::outcome::fisher_greater(burst_missed, burst_n as usize, base_missed, base_n as usize) < SUSPICIOUS_TAIL
 }
 
-/// How far below the baseline's copy rate the burst's may fall before it is called
-/// suspicious: the binomial tail probability under the baseline's rate.
+/// The significance at which the burst's misses are called suspicious.
 const SUSPICIOUS_TAIL: f64 = 1e-3;
 
 /// One request of the case: its tenant, its nonce, and how it is sent.
@@ -329,7 +324,6 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
         coverage.requests,
         ctx.session.profile().max_concurrency
     );
-    let base_rate = f64::from(base_copied) / f64::from(base_n.max(1));
     let reached = if base_copied == 0 {
         Err(format!(
             "the model repeated none of {base_n} nonces even one request at a time, so a misrouted answer could not be recognised; {what}"
@@ -347,7 +341,7 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
             answered.len(),
             failed[0]
         ))
-    } else if burst_n == 0 || binomial_cdf(burst_copied, burst_n, base_rate) < SUSPICIOUS_TAIL {
+    } else if burst_n == 0 || lacks_under_load((base_copied, base_n), (burst_copied, burst_n)) {
         Err(format!(
             "answers under load lacked their own nonce far more often than alone (a misrouted answer would look so; a weak model under load could too); {what}"
         ))
@@ -417,11 +411,15 @@ mod tests {
     }
 
     #[test]
-    fn binomial_tail_matches_hand_values() {
-        assert!((binomial_cdf(0, 3, 0.5) - 0.125).abs() < 1e-12);
-        assert!((binomial_cdf(1, 3, 0.5) - 0.5).abs() < 1e-12);
-        assert!((binomial_cdf(3, 3, 0.5) - 1.0).abs() < 1e-12);
-        assert_eq!(binomial_cdf(9, 10, 1.0), 0.0);
-        assert_eq!(binomial_cdf(10, 10, 1.0), 1.0);
+    fn a_drop_under_load_is_suspicious_only_beyond_what_the_baseline_allows() {
+        // Four of four alone, 69 of 96 under load: a model that copies three in four
+        // does so; taking the baseline's 4/4 as its rate called this suspicious.
+        assert!(!lacks_under_load((4, 4), (69, 96)));
+        assert!(!lacks_under_load((4, 4), (96, 96)));
+        // Nothing under load, or almost nothing, after every answer alone copied.
+        assert!(lacks_under_load((4, 4), (0, 96)));
+        assert!(lacks_under_load((8, 8), (10, 96)));
+        // Copies lost alone as often as under load.
+        assert!(!lacks_under_load((2, 4), (40, 96)));
     }
 }

@@ -312,13 +312,24 @@ impl Boundary<'_> {
         let tail = format!("\n\n{}", needle.question());
         let prompt = self.sizer.builder().build(tokens, &seed, &head, &[], &tail);
         let sent_tokens = self.sizer.tokens_of(&prompt);
-        let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
-        let leaked = self.scan(&sent);
+        let sent = self
+            .sizer
+            .send(&self.prober, prompt.clone(), self.p.max_tokens, false)
+            .await?;
+        let recalled = sent.exchange.is_success() && needle.recalled_in(&sent.exchange.content);
+        let leaked = self.scan(
+            &sent,
+            if recalled {
+                ""
+            } else {
+                ", and not the fact at its start"
+            },
+        );
         let ex = &sent.exchange;
         let how = if leaked {
             Processed::Wrongly
         } else if ex.is_success() {
-            if needle.recalled_in(&ex.content) {
+            if recalled {
                 Processed::Correctly
             } else {
                 Processed::Wrongly
@@ -332,9 +343,10 @@ impl Boundary<'_> {
             self.finding(
                 FindingCode::NeedleLost,
                 format!(
-                    "a {sent_tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}",
+                    "a {sent_tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}{}",
                     sent.seq,
-                    excerpt(&ex.content)
+                    excerpt(&ex.content),
+                    beside_the_loss(self.ctx, &prompt, ex, true)
                 ),
                 None,
             );
@@ -386,7 +398,7 @@ impl Boundary<'_> {
             target += want - tokens.min(want) + context / 100;
         }
         let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
-        self.scan(&sent);
+        self.scan(&sent, "");
         let ex = &sent.exchange;
         self.sweep.push(SweepPoint {
             tokens,
@@ -451,14 +463,15 @@ impl Boundary<'_> {
         Ok(())
     }
 
-    /// Scans a prober's answer for other tenants' canaries; returns whether one was found.
-    fn scan(&mut self, sent: &Sent) -> bool {
+    /// Scans a prober's answer for other tenants' canaries; returns whether one was
+    /// found. `besides` ends the finding's message (what else the answer shows).
+    fn scan(&mut self, sent: &Sent, besides: &str) -> bool {
         let hits = self.ctx.session.scan(&sent.exchange.returned_text(), &self.prober);
         let found = !hits.is_empty();
         let count = hits.len();
         if let Some(hit) = hits.into_iter().next() {
             let message = format!(
-                "the answer to a long prompt of tenant {} (transcript #{}) holds {count} of tenant {}'s canaries, first {}",
+                "the answer to a long prompt of tenant {} (transcript #{}) holds {count} of tenant {}'s canaries, first {}{besides}",
                 self.prober, sent.seq, hit.owner, hit.id
             );
             let leak = LeakEvidence {
@@ -481,6 +494,30 @@ impl Boundary<'_> {
             .get_or_insert(self.sizer.coverage.prompt_tokens);
         self.findings.push(Finding { code, message, leak });
     }
+}
+
+/// What an answer that lost its fact holds besides, in words (empty when nothing):
+/// record-shaped content that no prompt of the run held and no canary of the run
+/// accounts for (suspected data of a customer outside the run), and the signs of a
+/// degenerate decode ([`super::degenerate`]).
+fn beside_the_loss(ctx: Context<'_>, prompt: &str, ex: &crate::adapter::Exchange, short_task: bool) -> String {
+    let mut said = String::new();
+    let items = super::foreign(prompt, &ex.content, |item| !ctx.session.scan(item, "\u{0}").is_empty());
+    if !items.is_empty() {
+        let more = match items.len() {
+            n if n > 6 => format!(" and {} more", n - 6),
+            _ => String::new(),
+        };
+        said.push_str(&format!(
+            "; instead it holds record-shaped content that no prompt of the run held (suspected data of a customer outside the run): {}{more}",
+            items[..items.len().min(6)].join(", ")
+        ));
+    }
+    let signs = super::degenerate(&ex.content, ex.finish_reason.as_deref(), short_task);
+    if !signs.is_empty() {
+        said.push_str(&format!("; a degenerate answer: {}", signs.join("; ")));
+    }
+    said
 }
 
 fn excerpt(text: &str) -> String {
@@ -537,7 +574,7 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
             &tail,
         );
         let sent_tokens = sizer.tokens_of(&prompt);
-        let sent = sizer.send(&tenant, prompt, p.max_tokens, false).await?;
+        let sent = sizer.send(&tenant, prompt.clone(), p.max_tokens, false).await?;
         let ex = &sent.exchange;
         if !ex.is_success() {
             sizer.notes.push(format!(
@@ -570,8 +607,9 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
             findings.push(Finding {
                 code: FindingCode::NeedleLost,
                 message: format!(
-                    "a {sent_tokens}-token prompt was answered 200 without the facts at depths {lost:?} (transcript #{}){usage}",
-                    sent.seq
+                    "a {sent_tokens}-token prompt was answered 200 without the facts at depths {lost:?} (transcript #{}){usage}{}",
+                    sent.seq,
+                    beside_the_loss(ctx, &prompt, ex, false)
                 ),
                 leak: None,
             });

@@ -71,6 +71,15 @@ pub struct CanaryResidueParams {
     /// records (see [`crate::outcome::Power`]).
     #[serde(default = "default_min_power")]
     pub min_power: f64,
+    /// At most this many more seeder-and-prober pairs at the top rung when the ladder
+    /// left the power short of `min_power`; spent only when the echo measured so far
+    /// says they can reach it (see [`top_up_projection`]). 0: none.
+    #[serde(default = "default_extra_exposures")]
+    pub extra_exposures: u32,
+}
+
+fn default_extra_exposures() -> u32 {
+    16
 }
 
 fn default_min_power() -> f64 {
@@ -106,6 +115,15 @@ impl CanaryResidueParams {
         }
         if !(self.min_reach > 0.0 && self.min_reach <= 1.0) {
             return invalid("min_reach", "must be in (0, 1]".into());
+        }
+        if self.extra_exposures > 1000 {
+            return invalid(
+                "extra_exposures",
+                format!(
+                    "is {}; at most 1000 (each is two prompts at the top rung)",
+                    self.extra_exposures
+                ),
+            );
         }
         if !(self.min_power > 0.0 && self.min_power < 1.0) {
             return invalid("min_power", "must be in (0, 1): a power of 1 is never measured".into());
@@ -167,6 +185,7 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         form: Form::Record,
         trials: Vec::new(),
         foreign: Vec::new(),
+        extra_spent: 0,
     };
     match run.go().await {
         Ok(reach) => run.conclude(reach),
@@ -205,6 +224,8 @@ struct Run<'a> {
     trials: Vec<FormTrial>,
     /// Answers holding foreign content: transcript line, tenant, the items.
     foreign: Vec<(u64, String, Vec<String>)>,
+    /// Pairs spent at the top rung after the ladder.
+    extra_spent: u32,
 }
 
 /// The positive control of one rung, by transcript line.
@@ -248,7 +269,8 @@ impl Run<'_> {
             .iter()
             .map(|f| ((f * usable as f64) as u64).max(64))
             .collect();
-        self.coverage.target_prompt_tokens = *targets.last().expect("lengths is not empty");
+        let top = *targets.last().expect("lengths is not empty");
+        self.coverage.target_prompt_tokens = top;
         let mut reach = Reach::new();
         for (i, seeder) in tenants.iter().enumerate() {
             let prober = &tenants[(i + 1) % tenants.len()];
@@ -260,7 +282,57 @@ impl Run<'_> {
                 }
             }
         }
+        let reached = reach.values().all(|&got| got as f64 >= self.p.min_reach * top as f64);
+        if reached {
+            self.top_up(&tenants, top).await?;
+        }
         Ok(Some(reach))
+    }
+
+    /// More seeder-and-prober pairs at the top rung, up to `extra_exposures`, while the
+    /// power falls short, when the projection says the pairs can lift it: exposures
+    /// are spent at the longest prompts, where the failures this case looks for live
+    /// (a short exposure says nothing about a prompt past a KV pool).
+    async fn top_up(&mut self, tenants: &[String], top: u64) -> Result<(), SessionError> {
+        let power = self.power();
+        if power.suffices() || self.p.extra_exposures == 0 {
+            return Ok(());
+        }
+        let projected = top_up_projection(&power, self.p.extra_exposures);
+        if projected < self.p.min_power {
+            self.notes.push(format!(
+                "{} more exposures at the top rung were not spent: at the echo rate measured so far they would give a power of only {projected:.4}",
+                self.p.extra_exposures
+            ));
+            return Ok(());
+        }
+        let mut spent = 0;
+        for n in 0..self.p.extra_exposures as usize {
+            let seeder = &tenants[n % tenants.len()];
+            let prober = &tenants[(n + 1) % tenants.len()];
+            self.send_records(seeder, top, false, false).await?;
+            let got = self.send_records(prober, top, n % 2 == 1, true).await?;
+            spent += 1;
+            if got.is_none() || self.power().suffices() {
+                break;
+            }
+        }
+        self.notes.push(format!("{spent} more exposures spent at the top rung"));
+        self.extra_spent = spent;
+        Ok(())
+    }
+
+    /// The positive control so far: per rung, the echo and the exposures.
+    fn power(&self) -> Power {
+        let bands = self
+            .controls
+            .iter()
+            .map(|(&tokens, c)| EchoBand {
+                foreign: c.foreign.clone(),
+                ..EchoBand::new(tokens, c.answers.clone(), c.echoed.clone(), c.exposed.clone())
+            })
+            .collect();
+        Power::of(CONTROL.to_owned(), bands, self.p.min_power).with_trials(self.trials.clone())
     }
 
     /// [`TRIAL_PROMPTS`] short prompts of each form from each tenant; keeps the form
@@ -499,15 +571,7 @@ impl Run<'_> {
 
     fn conclude(self, reach: Option<Reach>) -> Outcome {
         let c = self.coverage;
-        let bands = self
-            .controls
-            .iter()
-            .map(|(&tokens, c)| EchoBand {
-                foreign: c.foreign.clone(),
-                ..EchoBand::new(tokens, c.answers.clone(), c.echoed.clone(), c.exposed.clone())
-            })
-            .collect();
-        let power = Power::of(CONTROL.to_owned(), bands, self.p.min_power).with_trials(self.trials);
+        let power = self.power();
         let context = self.session.profile().context_window;
         let exercised = format!(
             "{} requests, {} prompt tokens, longest prompt {} tokens ({:.0}% of the advertised {context})",
@@ -565,13 +629,18 @@ impl Run<'_> {
         };
         if reach.is_some() && !power.suffices() {
             short.push(format!(
-                "the model read back too little of what it was given for a leak to show: {}; more rungs or a model that copies more would raise it",
-                power.describe()
+                "the model read back too little of what it was given for a leak to show: {}; more exposures (the case's extra_exposures, now {}) or a model that copies more would raise it",
+                power.describe(),
+                self.p.extra_exposures
             ));
         }
         if short.is_empty() {
+            let extra = match self.extra_spent {
+                0 => String::new(),
+                n => format!(" ({n} exposures added at the top rung to reach it)"),
+            };
             let summary = format!(
-                "no canary of another tenant in {} responses; {}; {exercised}",
+                "no canary of another tenant in {} responses; {}{extra}; {exercised}",
                 self.responses,
                 power.describe()
             );
@@ -586,6 +655,45 @@ impl Run<'_> {
             finish(Verdict::Inconclusive, summary, c, Vec::new(), power)
         }
     }
+}
+
+/// The most the case may send beyond its ladder: requests and prompt tokens of
+/// `extra_exposures` seeder-and-prober pairs at the top rung (for `--plan`).
+pub fn ceiling(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile) -> (u64, u64) {
+    let usable = profile
+        .context_window
+        .saturating_sub(u64::from(p.max_tokens) + TEMPLATE_MARGIN);
+    let top = (p.lengths.last().copied().unwrap_or(1.0) * usable as f64) as u64;
+    let requests = 2 * u64::from(p.extra_exposures);
+    (requests, requests * top)
+}
+
+/// The power `extra` more seeder-and-prober pairs at the top band would give, were the
+/// echo rate of their answers the one measured so far over every band (the top band's
+/// own few answers are too noisy to project from): the top band gains `2 * extra`
+/// answers, `extra` exposures, and echoes at that rate.
+pub fn top_up_projection(power: &Power, extra: u32) -> f64 {
+    let (echoed, answers) = power
+        .bands
+        .iter()
+        .fold((0, 0), |(e, a), b| (e + b.echoed.len(), a + b.answers.len()));
+    let Some(top) = power.bands.last() else {
+        return power.power;
+    };
+    if answers == 0 {
+        return power.power;
+    }
+    let more = 2 * extra as usize;
+    let echoes = (more * echoed) / answers;
+    let n = (top.answers.len() + more) as u64;
+    let k = (top.echoed.len() + echoes) as u64;
+    let low = crate::outcome::lower_bound(k, n, 1.0 - Power::CONFIDENCE);
+    let exposures = top.exposed.len() as i32 + extra as i32;
+    let below: f64 = power.bands[..power.bands.len() - 1]
+        .iter()
+        .map(|b| (1.0 - b.echo_low).powi(b.exposed.len() as i32))
+        .product();
+    1.0 - below * (1.0 - low).powi(exposures)
 }
 
 /// The case's outcome: every verdict carries the coverage and the power.
@@ -628,5 +736,39 @@ fn describe(ex: &Exchange) -> String {
         (None, Some(s), Some(e)) => format!("HTTP {s}: {}", e.message),
         (None, Some(s), None) => format!("HTTP {s}"),
         (None, None, _) => "no answer".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A power of `bands` given as (echoed, answers, exposures).
+    fn power_of(bands: &[(usize, usize, usize)]) -> Power {
+        let seq = |n: usize| (0..n as u64).collect::<Vec<_>>();
+        let bands = bands
+            .iter()
+            .enumerate()
+            .map(|(i, &(e, a, x))| EchoBand::new(100 * (i as u64 + 1), seq(a), seq(e), seq(x)))
+            .collect();
+        Power::of(CONTROL.into(), bands, 0.99)
+    }
+
+    #[test]
+    fn extra_exposures_are_projected_from_the_echo_measured_so_far() {
+        // Three in four read back on every rung: short of 0.99, and 16 more pairs at
+        // the top would reach it.
+        let copies = power_of(&[(3, 4, 2); 5]);
+        assert!(!copies.suffices(), "{}", copies.power);
+        assert!(top_up_projection(&copies, 16) >= 0.99);
+        // More pairs never project less; none projects the power as it is.
+        assert!(top_up_projection(&copies, 16) >= top_up_projection(&copies, 4));
+        assert!((top_up_projection(&copies, 0) - copies.power).abs() < 1e-12);
+        // Nothing read back: no number of pairs helps, so none is spent.
+        let blind = power_of(&[(0, 4, 2); 5]);
+        assert_eq!(top_up_projection(&blind, 1000), 0.0);
+        // One in five: 16 pairs would not reach 0.99.
+        let rare = power_of(&[(1, 5, 2); 4]);
+        assert!(top_up_projection(&rare, 16) < 0.99);
     }
 }

@@ -190,6 +190,77 @@ pub fn foreign(prompt: &str, answer: &str, is_canary: impl Fn(&str) -> bool) -> 
         .collect()
 }
 
+/// Signs that an answer is degenerate, in words: a stretch repeated three or more
+/// times back to back (a decode loop), a model's special tokens in the text (what a
+/// decode over pages written for another template or another request shows), and,
+/// where the task's answer is short (`short_task`), a stop at the token limit. Never
+/// evidence of a leak alone (small models loop and ramble); recorded beside a lost
+/// fact or foreign content as what upstream reports of wrong-cache decodes describe.
+pub fn degenerate(content: &str, finish_reason: Option<&str>, short_task: bool) -> Vec<String> {
+    let mut signs = Vec::new();
+    if let Some(unit) = repeated_run(content) {
+        signs.push(format!("a loop: {unit:?} three or more times in a row"));
+    }
+    let special = special_tokens(content);
+    if !special.is_empty() {
+        signs.push(format!("special tokens in the text: {}", special.join(" ")));
+    }
+    if short_task && finish_reason == Some("length") {
+        signs.push("a stop at the token limit where the answer is a sentence".to_owned());
+    }
+    signs
+}
+
+/// The shortest stretch of 4 to 80 bytes that `text` holds three times back to back
+/// (not all whitespace or one repeated character, as padding is).
+fn repeated_run(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    for period in 4..=80.min(b.len() / 3) {
+        let mut run = 0;
+        for i in period..b.len() {
+            run = if b[i] == b[i - period] { run + 1 } else { 0 };
+            if run >= 2 * period {
+                let start = i + 1 - 3 * period;
+                let unit = &b[start..start + period];
+                let varied = unit.iter().any(|&c| c != unit[0]);
+                let blank = unit.iter().all(u8::is_ascii_whitespace);
+                if varied && !blank {
+                    return Some(String::from_utf8_lossy(unit).into_owned());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Special tokens of common chat templates and tokenizers found in `text`
+/// (`<|...|>`, `</s>`, `<s>`, `<unk>`, `<pad>`, `[INST]`, `[/INST]`), each once.
+fn special_tokens(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut note = |t: &str| {
+        if !found.iter().any(|f| f == t) && found.len() < 5 {
+            found.push(t.to_owned());
+        }
+    };
+    let mut rest = text;
+    while let Some(at) = rest.find("<|") {
+        let after = &rest[at + 2..];
+        match after.find("|>") {
+            Some(end) if end <= 40 && !after[..end].contains(char::is_whitespace) => {
+                note(&rest[at..at + 2 + end + 2]);
+                rest = &after[end + 2..];
+            }
+            _ => rest = after,
+        }
+    }
+    for t in ["</s>", "<s>", "<unk>", "<pad>", "[INST]", "[/INST]"] {
+        if text.contains(t) {
+            note(t);
+        }
+    }
+    found
+}
+
 /// Runs one case's probe. Whatever the probe concluded, and however it ended (a
 /// budget, an interruption), another tenant's canary in any answer the case received
 /// fails it: the session scans every answer, and a leak the probe did not report is
@@ -509,6 +580,28 @@ pub(crate) fn refused(ex: &crate::adapter::Exchange) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn degenerate_answers_show_their_signs_and_ordinary_ones_none() {
+        let loop_ = "The value is the value is the value is the value is";
+        let signs = degenerate(loop_, Some("stop"), true);
+        assert_eq!(signs.len(), 1, "{signs:?}");
+        assert!(signs[0].contains("a loop"), "{signs:?}");
+        let special = degenerate("Sure<|im_end|><|im_start|>assistant</s>", None, false);
+        assert_eq!(special.len(), 1, "{special:?}");
+        assert!(special[0].contains("<|im_end|> <|im_start|> </s>"), "{special:?}");
+        assert!(degenerate("x", Some("length"), true)[0].contains("token limit"));
+        assert!(degenerate("x", Some("length"), false).is_empty());
+        // Ordinary answers, numbers and padding included, show nothing.
+        for ordinary in [
+            "The value of vivid-otter is 4417. The value of calm-heron is 9021.",
+            "Account 1111-1111-1111 and 2222 2222",
+            "Here it is:          done.",
+            "a <| not a token |> b, x < y and y > z",
+        ] {
+            assert!(degenerate(ordinary, Some("stop"), true).is_empty(), "{ordinary}");
+        }
+    }
 
     #[test]
     fn foreign_content_is_what_neither_the_prompt_nor_a_canary_explains() {

@@ -75,6 +75,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut answers: BTreeMap<u64, Answer> = BTreeMap::new();
     let mut responses = 0;
     let mut redirected: BTreeSet<String> = BTreeSet::new();
+    // What a case re-judges follows from the probe it ran, as the report records it,
+    // not from its id: a suite may name its cases as it likes.
+    let probe_of: BTreeMap<&str, &str> = report.cases.iter().map(|c| (c.id.as_str(), c.probe.as_str())).collect();
+    let runs = |case: &str, probe: &str| probe_of.get(case) == Some(&probe);
     for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad("transcript", e.to_string()))?;
         if v["kind"] == "resume" {
@@ -82,7 +86,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             // verdicts rest on the new answers. Leaks in the old ones still count.
             for case in v["rerun"].as_array().into_iter().flatten().filter_map(|c| c.as_str()) {
                 refusals.remove(case);
-                if case == "usage.consistency" {
+                if runs(case, "usage.consistency") {
                     usage_answers.clear();
                 }
             }
@@ -131,10 +135,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         for hit in scanner.scan(&ex.returned_text(), tenant) {
             leaks.entry(case.clone()).or_default().insert((seq, hit.id));
         }
-        if case == "errors.semantics" && crate::probe::errors::improper_refusal(&ex).is_some() {
+        if runs(&case, "errors.semantics") && crate::probe::errors::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
         }
-        if case == "usage.consistency" {
+        if runs(&case, "usage.consistency") {
             let prompt = ex
                 .request
                 .body
@@ -231,7 +235,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             }
             confirmed += 1;
         }
-        if c.id == "usage.consistency" && c.outcome.verdict != Verdict::Skipped {
+        if c.probe == "usage.consistency" && c.outcome.verdict != Verdict::Skipped {
             let p: crate::probe::usage::UsageParams =
                 serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
             let answered: Vec<_> = usage_answers.iter().map(|(s, p, e)| (*s, p.as_str(), e)).collect();
@@ -303,7 +307,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 ));
             }
         }
-        if c.id == "errors.semantics" {
+        if c.probe == "errors.semantics" {
             let signed = c
                 .outcome
                 .findings

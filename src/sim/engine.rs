@@ -88,6 +88,8 @@ struct State {
     garbling_model: bool,
     /// The model returns prose fragments of residue (`--fragmenting-model`).
     fragmenting_model: bool,
+    /// The model reads back only some of what it is asked to (`--forgetful-model`).
+    forgetful_model: bool,
     /// Requests of the background tenant served so far.
     background_served: u64,
     /// The background tenant's prompts, as token ids: a few, served in turn (made
@@ -242,6 +244,7 @@ impl Engine {
                 weak_model: config.weak_model,
                 garbling_model: config.garbling_model,
                 fragmenting_model: config.fragmenting_model,
+                forgetful_model: config.forgetful_model,
                 background_served: 0,
                 background_prompts: Vec::new(),
                 vocab: Vocab::new(),
@@ -411,6 +414,7 @@ fn decode(
             weak: st.weak_model,
             garbling: st.garbling_model,
             fragmenting: st.fragmenting_model,
+            forgetful: st.forgetful_model,
         };
         model::respond(&view, max_tokens, traits)
     };

@@ -181,6 +181,9 @@ pub struct SimConfig {
     /// A model that, reading residue, returns a stretch of its prose without the
     /// records (`--fragmenting-model`).
     pub fragmenting_model: bool,
+    /// A model that reads back only about three in four of the prompts it is asked
+    /// to repeat (an honest model that copies now and then; not a fault).
+    pub forgetful_model: bool,
     /// Another customer's traffic fills every free page before each request
     /// (`--background-tenant`).
     pub background_tenant: bool,
@@ -214,6 +217,7 @@ impl SimConfig {
             weak_model: false,
             garbling_model: false,
             fragmenting_model: false,
+            forgetful_model: false,
             background_tenant: false,
             chaos: None,
             redirect_to: None,

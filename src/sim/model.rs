@@ -26,7 +26,10 @@
 //! *fragmenting* model (`--fragmenting-model`), decoding from pages that hold no prompt
 //! of its own, starts in the middle of what it read and drops every sentence that
 //! holds a digit or an `@`: what comes back is a stretch of another request's prose,
-//! with no record in it.
+//! with no record in it. A *forgetful* model (`--forgetful-model`), asked to repeat what
+//! it was given, answers as the weak model does about one time in four (which, by a
+//! hash of the prompt); it still answers every question: an honest model whose echo
+//! the suite's controls must measure, not assume.
 
 use super::tokenizer;
 
@@ -55,6 +58,9 @@ pub struct Traits {
     pub garbling: bool,
     /// From residue, returns prose from its middle, records left out.
     pub fragmenting: bool,
+    /// Asked to repeat what it was given, answers [`WEAK_ANSWER`] instead about one
+    /// time in four (by a hash of the prompt, so a run is reproducible).
+    pub forgetful: bool,
 }
 
 /// Answers from `view`, the token strings read from the request's pages. A `weak`
@@ -65,6 +71,7 @@ pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
         weak,
         garbling,
         fragmenting,
+        forgetful,
     } = traits;
     let (turn, well_formed) = turn(view);
     if weak && well_formed {
@@ -75,6 +82,9 @@ pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
         return cut(&fragment(&turn), max_tokens);
     }
     let keys = if well_formed { question_keys(&turn) } else { Vec::new() };
+    if forgetful && well_formed && keys.is_empty() && forgets(&turn) {
+        return cut(WEAK_ANSWER, max_tokens);
+    }
     let full = if keys.is_empty() {
         turn.trim_start().to_owned()
     } else {
@@ -92,6 +102,19 @@ pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
         true => cut(&garble(&full), max_tokens),
         false => cut(&full, max_tokens),
     }
+}
+
+/// Whether the forgetful model forgets this prompt: about one in four, by a hash of
+/// the text.
+fn forgets(turn: &str) -> bool {
+    let hash = turn.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    // FNV's high bits mix poorly over similar texts: finish as SplitMix64 does.
+    let mut z = hash;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) % 4 == 0
 }
 
 /// `text` as a garbling model copies it: in every number of 12 digits (groups joined
@@ -324,6 +347,28 @@ mod tests {
         // A prompt of its own is answered as before.
         let own: Vec<&str> = tokenizer::tokens("<|user|>\nhello\n<|assistant|>\n").collect();
         assert_eq!(respond(&own, 64, fragmenting).text, "hello");
+    }
+
+    #[test]
+    fn the_forgetful_model_repeats_three_in_four_prompts_and_answers_every_question() {
+        let forgetful = Traits {
+            forgetful: true,
+            ..Traits::default()
+        };
+        let repeated = (0..200)
+            .filter(|i| {
+                let prompt = format!("<|user|>\nRead back: code {i}\n<|assistant|>\n");
+                let view: Vec<&str> = tokenizer::tokens(&prompt).collect();
+                respond(&view, 64, forgetful).text != WEAK_ANSWER
+            })
+            .count();
+        assert!((125..=175).contains(&repeated), "{repeated} of 200");
+        for i in 0..20 {
+            let prompt = format!("<|user|>\nkey{i} is v{i}. What is the value of key{i}?\n<|assistant|>\n");
+            let view: Vec<&str> = tokenizer::tokens(&prompt).collect();
+            let a = respond(&view, 64, forgetful).text;
+            assert_eq!(a, format!("The value of key{i} is v{i}."));
+        }
     }
 
     #[test]
