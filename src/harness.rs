@@ -15,6 +15,7 @@
 
 use crate::canary::RunSecret;
 use crate::credential::{Redactor, Secret};
+use crate::event::{Fanout, Observer, Outcomes, Progress, RunEvent};
 use crate::exit;
 use crate::inert::{Sink, inert};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
@@ -287,10 +288,17 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             tenant: "-".into(),
             error: e.to_string(),
         })?;
-    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // The run's events: the progress line on a terminal, and the outcomes the report
+    // is built from.
+    let outcomes = Arc::new(Outcomes::default());
+    let mut observers: Vec<Arc<dyn Observer>> = vec![outcomes.clone()];
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        observers.push(Arc::new(Progress));
+    }
+    let observer: Arc<dyn Observer> = Arc::new(Fanout(observers));
     let session = Arc::new(
         Session::new(profile.clone(), provider, tenants, transcript.clone(), secret.clone())
-            .with_progress(progress)
+            .with_observer(observer.clone())
             .with_budget(opts.budget)
             .with_stop(stop),
     );
@@ -302,7 +310,6 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     // Cases the interruption did not let finish (not started, or cut short).
     let unfinished: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
 
-    let results: Arc<Mutex<BTreeMap<String, Outcome>>> = Arc::default();
     // The cases run in an order, and after pauses, drawn from the run secret: a vendor
     // cannot tell which case comes next, or when, from a fixed script.
     let mut order: Vec<&crate::suite::Case> = suite
@@ -319,7 +326,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             let session = session.clone();
             let unfinished = unfinished.clone();
             let handle = runtime.handle().clone();
-            let results = results.clone();
+            let observer = observer.clone();
             let redactor = redactor.clone();
             let advisories = suite.advisories.clone();
             let kind = case.threat.to_string();
@@ -328,12 +335,13 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                 if let Some(why) = session.stopped() {
                     unfinished.lock().expect("lock poisoned").insert(id.clone());
                     let summary = format!("not run: {why}");
-                    results
-                        .lock()
-                        .expect("results lock poisoned")
-                        .insert(id, Outcome::inconclusive(summary.clone()));
+                    observer.on(&RunEvent::CaseFinished {
+                        case: &id,
+                        outcome: &Outcome::inconclusive(summary.clone()),
+                    });
                     return Err(Failed::from(format!("inconclusive: {summary}")));
                 }
+                observer.on(&RunEvent::CaseStarted { case: &id });
                 std::thread::sleep(pause);
                 let probe_session = session.clone();
                 // The probe runs as a task on the runtime's workers, beside the
@@ -373,7 +381,10 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                 let verdict = outcome.verdict;
                 // libtest-mimic prints this: one line, vendor text inert.
                 let summary = inert(&redactor.redact(&outcome.summary), Sink::Terminal).into_owned();
-                results.lock().expect("results lock poisoned").insert(id, outcome);
+                observer.on(&RunEvent::CaseFinished {
+                    case: &id,
+                    outcome: &outcome,
+                });
                 match verdict {
                     Verdict::Pass | Verdict::Skipped => Ok(()),
                     Verdict::Fail => Err(Failed::from(summary)),
@@ -389,11 +400,9 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let mut trial_args = opts.trials.clone();
     trial_args.test_threads.get_or_insert(1);
     let _ = libtest_mimic::run(&trial_args, trials);
-    if progress {
-        eprint!("\r\x1b[2K");
-    }
+    observer.on(&RunEvent::Finished);
 
-    let mut results = std::mem::take(&mut *results.lock().expect("results lock poisoned"));
+    let mut results = outcomes.take();
     let mut earlier: BTreeMap<String, Outcome> = resumed
         .as_ref()
         .map(|r| {
@@ -413,7 +422,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             severity: c.severity,
             requirement: c.requirement.clone(),
             probe: c.probe.kind().to_owned(),
-            params: serde_json::to_value(&c.probe).expect("specs serialise")["params"].take(),
+            params: c.probe.params(),
             outcome: results
                 .remove(&c.id)
                 .or_else(|| earlier.remove(&c.id))

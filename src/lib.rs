@@ -29,6 +29,7 @@ pub mod adapter;
 pub mod bundle;
 pub mod canary;
 pub mod credential;
+pub mod event;
 pub mod exit;
 pub mod harness;
 pub mod inert;

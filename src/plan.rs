@@ -15,9 +15,10 @@
 
 use crate::canary::RunSecret;
 use crate::credential::Redactor;
+use crate::event::{Nobody, Observer, Progress, RunEvent};
 use crate::exit;
 use crate::harness::{HarnessError, Inputs, RunOptions, RunResult, new_runtime, preflight, start_sim};
-use crate::probe::ProbeSpec;
+use crate::probe::Ceiling;
 use crate::session::{Session, Spent};
 use crate::transcript::{Header, Transcript};
 use crate::vendor::{AdapterKind, VendorProfile};
@@ -80,9 +81,12 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
             tenant: "-".into(),
             error: e.to_string(),
         })?;
-        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let observer: Arc<dyn Observer> = match std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            true => Arc::new(Progress),
+            false => Arc::new(Nobody),
+        };
         let session =
-            Session::new(dry.clone(), provider, tenants, Arc::new(transcript), secret).with_progress(progress);
+            Session::new(dry.clone(), provider, tenants, Arc::new(transcript), secret).with_observer(observer.clone());
         let mut rows = Vec::new();
         runtime.block_on(preflight(&session, std::path::Path::new("<the reference vendor>")))?;
         rows.push(PlanRow {
@@ -99,35 +103,33 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
             };
             runtime.block_on(crate::probe::run(&case.probe, ctx));
             let sent = session.spent() - before;
-            let at_most = match &case.probe {
-                ProbeSpec::CacheTiming(p) => {
-                    let (requests, max_tokens) = crate::probe::cache::ceiling(p, &dry);
-                    Some(scaled(sent, requests, max_tokens, &dry))
-                }
-                ProbeSpec::CanaryResidue(p) => {
-                    // The pairs spent at the top rung when the measured echo leaves the
-                    // power short (none against the reference vendor's faithful model).
-                    let (requests, prompt_tokens) = crate::probe::isolation::ceiling(p, &dry);
-                    let max_tokens = u64::from(p.max_tokens) * requests;
-                    let extra = Spent {
+            let at_most = case.probe.ceiling(&dry).map(|ceiling| match ceiling {
+                Ceiling::Like { requests, max_tokens } => scaled(sent, requests, max_tokens, &dry),
+                Ceiling::More {
+                    requests,
+                    prompt_tokens,
+                    max_tokens,
+                } => {
+                    let completion_tokens = max_tokens * requests;
+                    let usd = dry
+                        .prices
+                        .as_ref()
+                        .map_or(0.0, |c| c.cost(prompt_tokens, completion_tokens));
+                    sent + Spent {
                         requests,
                         prompt_tokens,
-                        completion_tokens: max_tokens,
-                        usd: dry.prices.as_ref().map_or(0.0, |c| c.cost(prompt_tokens, max_tokens)),
-                    };
-                    Some(sent + extra)
+                        completion_tokens,
+                        usd,
+                    }
                 }
-                _ => None,
-            };
+            });
             rows.push(PlanRow {
                 case: case.id.clone(),
                 sent,
                 at_most,
             });
         }
-        if progress {
-            eprint!("\r\x1b[2K");
-        }
+        observer.on(&RunEvent::Finished);
         Ok(rows)
     })();
     let _ = std::fs::remove_dir_all(&scratch);

@@ -7,7 +7,6 @@
 //! refused), so a file the loader accepts is one the schema accepts; the loader's
 //! errors name the file, the line and the field.
 
-use crate::probe::{cache, concurrency, context, declared, errors, isolation, objects, stream, usage};
 use crate::suite::{Advisory, Severity, Threat};
 use schemars::{JsonSchema, generate::SchemaSettings};
 use serde_json::{Value, json};
@@ -115,20 +114,10 @@ struct CaseHeader {
 /// The case schema: the header, and for each probe its own `params`.
 fn case() -> Value {
     let mut schema = of::<CaseHeader>();
-    let probes: Vec<(&str, Value)> = vec![
-        ("isolation.canary-residue", of::<isolation::CanaryResidueParams>()),
-        ("context.boundary", of::<context::BoundaryParams>()),
-        ("context.recall", of::<context::RecallParams>()),
-        ("usage.consistency", of::<usage::UsageParams>()),
-        ("errors.semantics", of::<errors::ErrorsParams>()),
-        ("stream.integrity", of::<stream::StreamParams>()),
-        ("declared.kv-pool", of::<declared::NoParams>()),
-        ("declared.advisories", of::<declared::NoParams>()),
-        ("objects.cross-tenant", of::<objects::ObjectsParams>()),
-        ("concurrency.binding", of::<concurrency::BindingParams>()),
-        ("cache.cross-tenant-timing", of::<cache::TimingParams>()),
-    ];
-    debug_assert_eq!(probes.len(), crate::probe::KINDS.len());
+    let probes: Vec<(&str, Value)> = crate::probe::REGISTRY
+        .iter()
+        .map(|k| (k.name, k.params_schema()))
+        .collect();
     schema["properties"]["probe"] = json!({
         "description": "The probe that runs the case.",
         "enum": probes.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
@@ -164,7 +153,7 @@ mod tests {
         assert_eq!(vendor["additionalProperties"], json!(false));
         assert!(vendor["properties"]["tenants"].is_object());
         let case = Schema::Case.generate();
-        assert_eq!(case["oneOf"].as_array().unwrap().len(), crate::probe::KINDS.len());
+        assert_eq!(case["oneOf"].as_array().unwrap().len(), crate::probe::REGISTRY.len());
         assert!(case["required"].as_array().unwrap().contains(&json!("probe")));
         assert!(Schema::Advisory.generate()["properties"]["affected"].is_object());
     }

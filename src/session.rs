@@ -82,7 +82,8 @@ pub struct Session {
     secret: RunSecret,
     in_flight: Semaphore,
     canaries: std::sync::Mutex<Registry>,
-    progress: bool,
+    /// Who hears of every request recorded.
+    observer: std::sync::Arc<dyn crate::event::Observer>,
     budget: Budget,
     spent: std::sync::Mutex<Spent>,
     /// Every other tenant's canary found in any answer, by case: the net under every
@@ -299,7 +300,7 @@ impl Session {
             secret,
             in_flight: Semaphore::new(permits),
             canaries: Default::default(),
-            progress: false,
+            observer: std::sync::Arc::new(crate::event::Nobody),
             budget: Budget::default(),
             spent: Default::default(),
             leaks: Default::default(),
@@ -771,21 +772,19 @@ impl Session {
                 .expect("redirect list poisoned")
                 .push((case.to_owned(), redirect));
         }
-        if self.progress {
-            // One line, rewritten in place: long cases show they are moving. No
-            // credential can be in it: labels, numbers and the status only.
-            let status = exchange.status.map_or("no answer".to_owned(), |s| format!("HTTP {s}"));
-            eprint!(
-                "\r\x1b[2K  {case}: request #{seq} as {tenant}: {status} in {:.0} ms",
-                exchange.timings.total_ms
-            );
-        }
+        self.observer.on(&crate::event::RunEvent::Recorded {
+            case,
+            tenant,
+            seq,
+            status: exchange.status,
+            total_ms: exchange.timings.total_ms,
+        });
         Ok(Sent { seq, exchange })
     }
 
-    /// Shows a progress line on standard error for every request (for terminals).
-    pub fn with_progress(mut self, progress: bool) -> Self {
-        self.progress = progress;
+    /// Tells `observer` of every request recorded ([`crate::event::RunEvent::Recorded`]).
+    pub fn with_observer(mut self, observer: std::sync::Arc<dyn crate::event::Observer>) -> Self {
+        self.observer = observer;
         self
     }
 }

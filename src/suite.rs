@@ -22,44 +22,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The suite files embedded in the binary, in id order: (path below `suite/`, contents).
-pub const BUILTIN_FILES: &[(&str, &str)] = &[
-    (
-        "cache/cross-tenant-timing.toml",
-        include_str!("../suite/cache/cross-tenant-timing.toml"),
-    ),
-    (
-        "concurrency/binding.toml",
-        include_str!("../suite/concurrency/binding.toml"),
-    ),
-    ("context/boundary.toml", include_str!("../suite/context/boundary.toml")),
-    ("context/recall.toml", include_str!("../suite/context/recall.toml")),
-    (
-        "declared/advisories.toml",
-        include_str!("../suite/declared/advisories.toml"),
-    ),
-    ("declared/kv-pool.toml", include_str!("../suite/declared/kv-pool.toml")),
-    ("errors/semantics.toml", include_str!("../suite/errors/semantics.toml")),
-    (
-        "isolation/canary-residue.toml",
-        include_str!("../suite/isolation/canary-residue.toml"),
-    ),
-    (
-        "objects/cross-tenant.toml",
-        include_str!("../suite/objects/cross-tenant.toml"),
-    ),
-    ("stream/integrity.toml", include_str!("../suite/stream/integrity.toml")),
-    (
-        "usage/consistency.toml",
-        include_str!("../suite/usage/consistency.toml"),
-    ),
-];
-
-/// The advisories embedded in the binary: (path below `suite/`, contents).
-pub const BUILTIN_ADVISORIES: &[(&str, &str)] = &[(
-    "advisories/sglang-rejected-kv-reuse.toml",
-    include_str!("../suite/advisories/sglang-rejected-kv-reuse.toml"),
-)];
+// `BUILTIN_FILES` and `BUILTIN_ADVISORIES`: every file under `suite/`, collected by
+// `build.rs`.
+include!(concat!(env!("OUT_DIR"), "/suite_files.rs"));
 
 /// The folder below the suite folder that holds advisories, not cases.
 pub const ADVISORIES_DIR: &str = "advisories";

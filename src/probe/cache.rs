@@ -141,6 +141,27 @@ impl Level {
     }
 }
 
+/// The probe `cache.cross-tenant-timing`.
+pub struct CrossTenantTiming;
+
+impl super::Probe for CrossTenantTiming {
+    const KIND: &'static str = "cache.cross-tenant-timing";
+    type Params = TimingParams;
+
+    fn validate(p: &TimingParams) -> Result<(), super::ParamsError> {
+        p.validate()
+    }
+
+    async fn run(p: &TimingParams, ctx: Context<'_>) -> Outcome {
+        super::settled(timing(p, ctx).await)
+    }
+
+    fn ceiling(p: &TimingParams, profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
+        let (requests, max_tokens) = ceiling(p, profile);
+        Some(super::Ceiling::Like { requests, max_tokens })
+    }
+}
+
 /// Runs `cache.cross-tenant-timing`.
 pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let profile = ctx.session.profile();

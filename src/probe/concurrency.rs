@@ -157,6 +157,22 @@ struct Answered {
     sent: Sent,
 }
 
+/// The probe `concurrency.binding`.
+pub struct Binding;
+
+impl super::Probe for Binding {
+    const KIND: &'static str = "concurrency.binding";
+    type Params = BindingParams;
+
+    fn validate(p: &BindingParams) -> Result<(), super::ParamsError> {
+        p.validate()
+    }
+
+    async fn run(p: &BindingParams, ctx: Context<'_>) -> Outcome {
+        super::settled(binding(p, ctx).await)
+    }
+}
+
 /// Runs `concurrency.binding`.
 pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let tenants: Vec<String> = ctx.session.tenant_labels().into_iter().map(str::to_owned).collect();

@@ -168,7 +168,7 @@ enum Processed {
     Unknown,
 }
 
-struct Boundary<'a> {
+struct Search<'a> {
     p: &'a BoundaryParams,
     ctx: Context<'a>,
     sizer: Sizer<'a>,
@@ -185,12 +185,28 @@ struct Boundary<'a> {
     sweep: Vec<SweepPoint>,
 }
 
+/// The probe `context.boundary`.
+pub struct Boundary;
+
+impl super::Probe for Boundary {
+    const KIND: &'static str = "context.boundary";
+    type Params = BoundaryParams;
+
+    fn validate(p: &BoundaryParams) -> Result<(), super::ParamsError> {
+        p.validate()
+    }
+
+    async fn run(p: &BoundaryParams, ctx: Context<'_>) -> Outcome {
+        super::settled(boundary(p, ctx).await)
+    }
+}
+
 /// Runs `context.boundary`.
 pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let labels = ctx.session.tenant_labels();
     let (prober, seeder) = (labels[0].to_owned(), labels[1].to_owned());
     let sizer = Sizer::calibrated(ctx, &prober).await?;
-    let mut b = Boundary {
+    let mut b = Search {
         p,
         ctx,
         sizer,
@@ -259,7 +275,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     Ok(outcome)
 }
 
-impl Boundary<'_> {
+impl Search<'_> {
     /// Halves down from the failed top to a length processed correctly, then bisects.
     async fn search(&mut self, short: u64, top: u64, context: u64) -> Result<Option<u64>, SessionError> {
         let step = ((self.p.resolution * context as f64) as u64).max(1);
@@ -523,6 +539,22 @@ fn beside_the_loss(ctx: Context<'_>, prompt: &str, ex: &crate::adapter::Exchange
 fn excerpt(text: &str) -> String {
     let t: String = text.chars().take(120).collect();
     format!("{t:?}")
+}
+
+/// The probe `context.recall`.
+pub struct Recall;
+
+impl super::Probe for Recall {
+    const KIND: &'static str = "context.recall";
+    type Params = RecallParams;
+
+    fn validate(p: &RecallParams) -> Result<(), super::ParamsError> {
+        p.validate()
+    }
+
+    async fn run(p: &RecallParams, ctx: Context<'_>) -> Outcome {
+        super::settled(recall(p, ctx).await)
+    }
 }
 
 /// Runs `context.recall`.

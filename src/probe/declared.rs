@@ -23,6 +23,19 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
+/// The probe `declared.kv-pool`.
+pub struct KvPool;
+
+impl super::Probe for KvPool {
+    const KIND: &'static str = "declared.kv-pool";
+    type Params = NoParams;
+
+    async fn run(p: &NoParams, ctx: Context<'_>) -> Outcome {
+        let _ = p;
+        kv_pool(ctx)
+    }
+}
+
 /// Runs `declared.kv-pool`.
 pub fn kv_pool(ctx: Context<'_>) -> Outcome {
     let profile = ctx.session.profile();
@@ -65,6 +78,19 @@ pub fn kv_pool(ctx: Context<'_>) -> Outcome {
         what = format!("{what}; warnings: {}", warnings.join("; "));
     }
     conclude(findings, Ok(what), Coverage::default())
+}
+
+/// The probe `declared.advisories`.
+pub struct Advisories;
+
+impl super::Probe for Advisories {
+    const KIND: &'static str = "declared.advisories";
+    type Params = NoParams;
+
+    async fn run(p: &NoParams, ctx: Context<'_>) -> Outcome {
+        let _ = p;
+        advisories(ctx)
+    }
 }
 
 /// Runs `declared.advisories`.

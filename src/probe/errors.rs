@@ -20,6 +20,18 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct ErrorsParams {}
 
+/// The probe `errors.semantics`.
+pub struct Semantics;
+
+impl super::Probe for Semantics {
+    const KIND: &'static str = "errors.semantics";
+    type Params = ErrorsParams;
+
+    async fn run(p: &ErrorsParams, ctx: Context<'_>) -> Outcome {
+        super::settled(semantics(p, ctx).await)
+    }
+}
+
 /// Runs `errors.semantics`.
 pub async fn semantics(_p: &ErrorsParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let tenant = ctx.session.tenant_labels()[0].to_owned();

@@ -42,7 +42,7 @@
 //! `min_reach` of the top rung processed and the power reached `min_power`; else it is
 //! inconclusive, saying how far it got and what power it had.
 
-use super::ParamsError;
+use super::{Context, ParamsError};
 use crate::adapter::{ChatRequest, Exchange};
 use crate::canary::{Canary, Form};
 use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, FormTrial, LeakEvidence, Outcome, Power, Verdict};
@@ -165,6 +165,33 @@ const RECORD_CHARS: usize = 140;
 
 /// At most this many findings are itemised; the summary counts them all.
 const MAX_FINDINGS: usize = 25;
+
+/// The probe `isolation.canary-residue`.
+pub struct CanaryResidue;
+
+impl super::Probe for CanaryResidue {
+    const KIND: &'static str = "isolation.canary-residue";
+    type Params = CanaryResidueParams;
+
+    fn validate(p: &CanaryResidueParams) -> Result<(), super::ParamsError> {
+        p.validate()
+    }
+
+    async fn run(p: &CanaryResidueParams, ctx: Context<'_>) -> Outcome {
+        canary_residue(p, ctx.case_id, ctx.session).await
+    }
+
+    fn ceiling(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
+        // The pairs spent at the top rung when the measured echo leaves the power short
+        // (none against the reference vendor's faithful model).
+        let (requests, prompt_tokens) = ceiling(p, profile);
+        Some(super::Ceiling::More {
+            requests,
+            prompt_tokens,
+            max_tokens: u64::from(p.max_tokens),
+        })
+    }
+}
 
 /// Runs the probe.
 pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Session) -> Outcome {

@@ -1,5 +1,6 @@
-//! [`ProbeSpec`]: the kinds of probe, their typed parameters, and [`run`], which runs
-//! one case's probe against a session.
+//! [`Probe`]: the kinds of probe, each in its own module and one line of [`REGISTRY`];
+//! [`ProbeSpec`], a kind with its validated parameters; and [`run`], which runs one
+//! case's probe against a session.
 //!
 //! A probe is the code behind a kind of case; a case (a TOML file under `suite/`) names
 //! the probe and gives its parameters. Every probe keeps the rules of the design: a
@@ -35,44 +36,209 @@ pub struct Context<'a> {
     pub advisories: &'a [Advisory],
 }
 
-/// A probe kind with its validated parameters.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "probe", content = "params")]
-#[non_exhaustive]
-pub enum ProbeSpec {
-    /// `isolation.canary-residue` (T1).
-    #[serde(rename = "isolation.canary-residue")]
-    CanaryResidue(isolation::CanaryResidueParams),
-    /// `context.boundary` (T2).
-    #[serde(rename = "context.boundary")]
-    Boundary(context::BoundaryParams),
-    /// `context.recall` (T3).
-    #[serde(rename = "context.recall")]
-    Recall(context::RecallParams),
-    /// `usage.consistency` (T4).
-    #[serde(rename = "usage.consistency")]
-    Usage(usage::UsageParams),
-    /// `errors.semantics` (T5).
-    #[serde(rename = "errors.semantics")]
-    Errors(errors::ErrorsParams),
-    /// `stream.integrity` (T8).
-    #[serde(rename = "stream.integrity")]
-    Stream(stream::StreamParams),
-    /// `objects.cross-tenant` (T10).
-    #[serde(rename = "objects.cross-tenant")]
-    Objects(objects::ObjectsParams),
-    /// `concurrency.binding` (T6).
-    #[serde(rename = "concurrency.binding")]
-    Binding(concurrency::BindingParams),
-    /// `cache.cross-tenant-timing` (T7).
-    #[serde(rename = "cache.cross-tenant-timing")]
-    CacheTiming(cache::TimingParams),
-    /// `declared.kv-pool` (T9).
-    #[serde(rename = "declared.kv-pool")]
-    KvPool(declared::NoParams),
-    /// `declared.advisories` (T9).
-    #[serde(rename = "declared.advisories")]
-    Advisories(declared::NoParams),
+/// One kind of probe: the code behind every case that names it.
+///
+/// A new kind is one file that implements this trait and one line in [`REGISTRY`]:
+/// the registry gives it its name in suite files, its parameters' schema
+/// (`tenantcheck schema case`), their validation, and a place in every run and plan.
+pub trait Probe: 'static {
+    /// The name cases give in `probe = "..."`, `area.behaviour`.
+    const KIND: &'static str;
+    /// Its `[params]`: unknown fields refused, defaults filled in, the schema derived.
+    type Params: serde::de::DeserializeOwned
+        + Serialize
+        + schemars::JsonSchema
+        + Clone
+        + std::fmt::Debug
+        + PartialEq
+        + Send
+        + Sync
+        + 'static;
+
+    /// The rules the parameters' types alone do not keep.
+    fn validate(_params: &Self::Params) -> Result<(), ParamsError> {
+        Ok(())
+    }
+
+    /// Runs one case. A probe that cannot go on (a budget, a signal, the vendor's
+    /// refusals) ends inconclusive with the reason ([`settled`]), never in a pass.
+    fn run<'a>(params: &'a Self::Params, ctx: Context<'a>) -> impl Future<Output = Outcome> + Send + 'a;
+
+    /// The most a case may send beyond what a run against the reference vendor sends,
+    /// for `--plan`; none unless the probe decides how much to send as it goes.
+    fn ceiling(_params: &Self::Params, _profile: &crate::vendor::VendorProfile) -> Option<Ceiling> {
+        None
+    }
+}
+
+/// Every kind of probe, in the order `tenantcheck schema case` lists them.
+pub const REGISTRY: &[Kind] = &[
+    Kind::of::<isolation::CanaryResidue>(),
+    Kind::of::<context::Boundary>(),
+    Kind::of::<context::Recall>(),
+    Kind::of::<usage::Consistency>(),
+    Kind::of::<errors::Semantics>(),
+    Kind::of::<stream::Integrity>(),
+    Kind::of::<declared::KvPool>(),
+    Kind::of::<declared::Advisories>(),
+    Kind::of::<objects::CrossTenant>(),
+    Kind::of::<concurrency::Binding>(),
+    Kind::of::<cache::CrossTenantTiming>(),
+];
+
+/// A registered kind of probe, its type erased.
+pub struct Kind {
+    /// [`Probe::KIND`].
+    pub name: &'static str,
+    parse: fn(toml::Table) -> Result<ProbeSpec, ParamsError>,
+    schema: fn() -> serde_json::Value,
+}
+
+impl Kind {
+    /// The entry of probe `P`.
+    pub const fn of<P: Probe>() -> Kind {
+        Kind {
+            name: P::KIND,
+            parse: parse_as::<P>,
+            schema: schema_of::<P>,
+        }
+    }
+
+    /// The JSON Schema (draft 2020-12) of the probe's `[params]`, as a case file
+    /// gives them.
+    pub fn params_schema(&self) -> serde_json::Value {
+        (self.schema)()
+    }
+}
+
+fn parse_as<P: Probe>(params: toml::Table) -> Result<ProbeSpec, ParamsError> {
+    let params: P::Params = toml::Value::Table(params)
+        .try_into()
+        .map_err(|e| ParamsError::Syntax(Box::new(e)))?;
+    P::validate(&params)?;
+    Ok(ProbeSpec(std::sync::Arc::new(Configured::<P> {
+        params,
+        probe: std::marker::PhantomData,
+    })))
+}
+
+fn schema_of<P: Probe>() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_deserialize()
+        .into_generator();
+    generator.into_root_schema_for::<P::Params>().to_value()
+}
+
+/// What `--plan` adds to a case's run against the reference vendor for its ceiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ceiling {
+    /// In all at most `requests` requests like the average one sent, each asking for
+    /// `max_tokens`.
+    Like {
+        /// Requests in all.
+        requests: u64,
+        /// Completion tokens each.
+        max_tokens: u64,
+    },
+    /// At most `requests` more requests of `prompt_tokens` in all, each asking for
+    /// `max_tokens`.
+    More {
+        /// Requests more.
+        requests: u64,
+        /// Their prompt tokens, together.
+        prompt_tokens: u64,
+        /// Completion tokens each.
+        max_tokens: u64,
+    },
+}
+
+/// A probe kind with its validated parameters: what a case runs.
+#[derive(Clone)]
+pub struct ProbeSpec(std::sync::Arc<dyn AnyProbe>);
+
+/// [`Probe`] with its parameters, as an object.
+trait AnyProbe: Send + Sync {
+    fn kind(&self) -> &'static str;
+    fn params(&self) -> serde_json::Value;
+    fn run<'a>(&'a self, ctx: Context<'a>) -> futures_util::future::BoxFuture<'a, Outcome>;
+    fn ceiling(&self, profile: &crate::vendor::VendorProfile) -> Option<Ceiling>;
+}
+
+struct Configured<P: Probe> {
+    params: P::Params,
+    probe: std::marker::PhantomData<fn() -> P>,
+}
+
+impl<P: Probe> AnyProbe for Configured<P> {
+    fn kind(&self) -> &'static str {
+        P::KIND
+    }
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(&self.params).expect("parameters serialise")
+    }
+    fn run<'a>(&'a self, ctx: Context<'a>) -> futures_util::future::BoxFuture<'a, Outcome> {
+        Box::pin(P::run(&self.params, ctx))
+    }
+    fn ceiling(&self, profile: &crate::vendor::VendorProfile) -> Option<Ceiling> {
+        P::ceiling(&self.params, profile)
+    }
+}
+
+impl ProbeSpec {
+    /// Parses and validates the `[params]` table of a case for probe `kind`.
+    pub fn parse(kind: &str, params: toml::Table) -> Result<Self, ParamsError> {
+        let entry = REGISTRY
+            .iter()
+            .find(|k| k.name == kind)
+            .ok_or_else(|| ParamsError::UnknownProbe(kind.to_owned()))?;
+        (entry.parse)(params)
+    }
+
+    /// The probe's name.
+    pub fn kind(&self) -> &'static str {
+        self.0.kind()
+    }
+
+    /// The validated parameters, defaults filled in, as the report records them.
+    pub fn params(&self) -> serde_json::Value {
+        self.0.params()
+    }
+
+    /// What `--plan` adds for the most the case may send ([`Probe::ceiling`]).
+    pub fn ceiling(&self, profile: &crate::vendor::VendorProfile) -> Option<Ceiling> {
+        self.0.ceiling(profile)
+    }
+}
+
+impl PartialEq for ProbeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind() && self.params() == other.params()
+    }
+}
+
+impl std::fmt::Debug for ProbeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeSpec")
+            .field("probe", &self.kind())
+            .field("params", &self.params())
+            .finish()
+    }
+}
+
+/// As a case file writes it: `probe` and `params`.
+impl Serialize for ProbeSpec {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("probe", self.kind())?;
+        map.serialize_entry("params", &self.params())?;
+        map.end()
+    }
+}
+
+/// The probe names a case may use.
+pub fn kinds() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|k| k.name)
 }
 
 /// Parameters that do not fit their probe.
@@ -80,7 +246,7 @@ pub enum ProbeSpec {
 #[non_exhaustive]
 pub enum ParamsError {
     /// No probe has this name.
-    #[error("unknown probe {0:?}; known probes: {known}", known = KINDS.join(", "))]
+    #[error("unknown probe {0:?}; known probes: {known}", known = kinds().collect::<Vec<_>>().join(", "))]
     UnknownProbe(String),
     /// A parameter is unknown or has the wrong type.
     #[error("{0}")]
@@ -93,74 +259,6 @@ pub enum ParamsError {
         /// What is wrong.
         problem: String,
     },
-}
-
-/// The probe names a case may use.
-pub const KINDS: &[&str] = &[
-    "isolation.canary-residue",
-    "context.boundary",
-    "context.recall",
-    "usage.consistency",
-    "errors.semantics",
-    "stream.integrity",
-    "declared.kv-pool",
-    "declared.advisories",
-    "objects.cross-tenant",
-    "concurrency.binding",
-    "cache.cross-tenant-timing",
-];
-
-fn typed<T: serde::de::DeserializeOwned>(params: toml::Table) -> Result<T, ParamsError> {
-    toml::Value::Table(params)
-        .try_into()
-        .map_err(|e| ParamsError::Syntax(Box::new(e)))
-}
-
-impl ProbeSpec {
-    /// Parses and validates the `[params]` table of a case for probe `kind`.
-    pub fn parse(kind: &str, params: toml::Table) -> Result<Self, ParamsError> {
-        let spec = match kind {
-            "isolation.canary-residue" => ProbeSpec::CanaryResidue(typed(params)?),
-            "context.boundary" => ProbeSpec::Boundary(typed(params)?),
-            "context.recall" => ProbeSpec::Recall(typed(params)?),
-            "usage.consistency" => ProbeSpec::Usage(typed(params)?),
-            "errors.semantics" => ProbeSpec::Errors(typed(params)?),
-            "stream.integrity" => ProbeSpec::Stream(typed(params)?),
-            "declared.kv-pool" => ProbeSpec::KvPool(typed(params)?),
-            "declared.advisories" => ProbeSpec::Advisories(typed(params)?),
-            "objects.cross-tenant" => ProbeSpec::Objects(typed(params)?),
-            "concurrency.binding" => ProbeSpec::Binding(typed(params)?),
-            "cache.cross-tenant-timing" => ProbeSpec::CacheTiming(typed(params)?),
-            other => return Err(ParamsError::UnknownProbe(other.to_owned())),
-        };
-        match &spec {
-            ProbeSpec::CanaryResidue(p) => p.validate()?,
-            ProbeSpec::Boundary(p) => p.validate()?,
-            ProbeSpec::Recall(p) => p.validate()?,
-            ProbeSpec::Usage(p) => p.validate()?,
-            ProbeSpec::Binding(p) => p.validate()?,
-            ProbeSpec::CacheTiming(p) => p.validate()?,
-            _ => {}
-        }
-        Ok(spec)
-    }
-
-    /// The probe's name.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ProbeSpec::CanaryResidue(_) => "isolation.canary-residue",
-            ProbeSpec::Boundary(_) => "context.boundary",
-            ProbeSpec::Recall(_) => "context.recall",
-            ProbeSpec::Usage(_) => "usage.consistency",
-            ProbeSpec::Errors(_) => "errors.semantics",
-            ProbeSpec::Stream(_) => "stream.integrity",
-            ProbeSpec::KvPool(_) => "declared.kv-pool",
-            ProbeSpec::Advisories(_) => "declared.advisories",
-            ProbeSpec::Objects(_) => "objects.cross-tenant",
-            ProbeSpec::Binding(_) => "concurrency.binding",
-            ProbeSpec::CacheTiming(_) => "cache.cross-tenant-timing",
-        }
-    }
 }
 
 /// Whether `answer` holds any of `own` canaries (the asking tenant's) that `prompt`
@@ -266,7 +364,7 @@ fn special_tokens(text: &str) -> Vec<String> {
 /// fails it: the session scans every answer, and a leak the probe did not report is
 /// added here.
 pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
-    let mut outcome = run_probe(spec, ctx).await;
+    let mut outcome = spec.0.run(ctx).await;
     net(&mut outcome, ctx.session.leaks_in(ctx.case_id));
     redirected(&mut outcome, ctx.session.redirects_in(ctx.case_id));
     outcome
@@ -345,20 +443,9 @@ fn net(outcome: &mut Outcome, leaks: Vec<LeakEvidence>) {
     outcome.verdict = Verdict::Fail;
 }
 
-async fn run_probe(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
-    let result = match spec {
-        ProbeSpec::CanaryResidue(p) => return isolation::canary_residue(p, ctx.case_id, ctx.session).await,
-        ProbeSpec::Boundary(p) => context::boundary(p, ctx).await,
-        ProbeSpec::Recall(p) => context::recall(p, ctx).await,
-        ProbeSpec::Usage(p) => usage::consistency(p, ctx).await,
-        ProbeSpec::Errors(p) => errors::semantics(p, ctx).await,
-        ProbeSpec::Stream(p) => stream::integrity(p, ctx).await,
-        ProbeSpec::KvPool(_) => Ok(declared::kv_pool(ctx)),
-        ProbeSpec::Advisories(_) => Ok(declared::advisories(ctx)),
-        ProbeSpec::Objects(p) => objects::cross_tenant(p, ctx).await,
-        ProbeSpec::Binding(p) => concurrency::binding(p, ctx).await,
-        ProbeSpec::CacheTiming(p) => cache::timing(p, ctx).await,
-    };
+/// A probe's result as an outcome: a session that stopped it (a budget, a signal, the
+/// vendor's refusals) makes it inconclusive with the reason.
+pub(crate) fn settled(result: Result<Outcome, SessionError>) -> Outcome {
     result.unwrap_or_else(|e| Outcome {
         verdict: Verdict::Inconclusive,
         summary: format!("stopped: {e}"),

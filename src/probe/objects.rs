@@ -21,6 +21,18 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct ObjectsParams {}
 
+/// The probe `objects.cross-tenant`.
+pub struct CrossTenant;
+
+impl super::Probe for CrossTenant {
+    const KIND: &'static str = "objects.cross-tenant";
+    type Params = ObjectsParams;
+
+    async fn run(p: &ObjectsParams, ctx: Context<'_>) -> Outcome {
+        super::settled(cross_tenant(p, ctx).await)
+    }
+}
+
 /// Runs `objects.cross-tenant`.
 pub async fn cross_tenant(_p: &ObjectsParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     if !ctx.session.profile().stored_responses {

@@ -32,6 +32,18 @@ fn default_max_tokens() -> u32 {
     48
 }
 
+/// The probe `stream.integrity`.
+pub struct Integrity;
+
+impl super::Probe for Integrity {
+    const KIND: &'static str = "stream.integrity";
+    type Params = StreamParams;
+
+    async fn run(p: &StreamParams, ctx: Context<'_>) -> Outcome {
+        super::settled(integrity(p, ctx).await)
+    }
+}
+
 /// Runs `stream.integrity`.
 pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let tenant = ctx.session.tenant_labels()[0].to_owned();

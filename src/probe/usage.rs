@@ -81,6 +81,22 @@ pub const HEADS: &[&str] = &[
 /// One answered prompt: its transcript sequence number, the prompt, the exchange.
 pub type Answered<'a> = (u64, &'a str, &'a Exchange);
 
+/// The probe `usage.consistency`.
+pub struct Consistency;
+
+impl super::Probe for Consistency {
+    const KIND: &'static str = "usage.consistency";
+    type Params = UsageParams;
+
+    fn validate(p: &UsageParams) -> Result<(), super::ParamsError> {
+        p.validate()
+    }
+
+    async fn run(p: &UsageParams, ctx: Context<'_>) -> Outcome {
+        super::settled(consistency(p, ctx).await)
+    }
+}
+
 /// Runs `usage.consistency`.
 pub async fn consistency(p: &UsageParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let tenant = ctx.session.tenant_labels()[0].to_owned();

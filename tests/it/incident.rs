@@ -5,9 +5,7 @@
 //! off the boundary case passes, the short pool refused honestly. The declared facts of
 //! such a deployment fail the declared cases without a request.
 
-mod common;
-
-use common::{Sim, TempDir};
+use crate::common::{Sim, TempDir};
 use tenantcheck::outcome::{FindingCode, Verdict};
 use tenantcheck::report::{self, Report, key};
 
@@ -54,7 +52,7 @@ fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report) {
     let profile = incident_profile(&sim, tmp.path());
     let run_dir = tmp.path().join("run");
     let (code, stdout, stderr) = {
-        let mut cmd = common::tenantcheck();
+        let mut cmd = crate::common::tenantcheck();
         cmd.arg("run")
             .args(filter)
             .arg("--vendor")
@@ -63,7 +61,7 @@ fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report) {
             .arg(&run_dir)
             .env("TENANTCHECK_KEY_A", "incident-key-a")
             .env("TENANTCHECK_KEY_B", "incident-key-b");
-        common::output(&mut cmd)
+        crate::common::output(&mut cmd)
     };
     assert!(matches!(code, Some(0 | 1)), "{stdout}\n{stderr}");
     (code, report_of(&run_dir))
@@ -140,14 +138,14 @@ fn the_incidents_declared_facts_fail_the_declared_cases() {
     )
     .unwrap();
     let run_dir = tmp.path().join("run");
-    let mut cmd = common::tenantcheck();
+    let mut cmd = crate::common::tenantcheck();
     cmd.args(["run", "declared", "--vendor"])
         .arg(&profile)
         .arg("--out")
         .arg(&run_dir)
         .env("TENANTCHECK_KEY_A", "declared-key-a")
         .env("TENANTCHECK_KEY_B", "declared-key-b");
-    let (code, stdout, _) = common::output(&mut cmd);
+    let (code, stdout, _) = crate::common::output(&mut cmd);
     assert_eq!(code, Some(1), "{stdout}");
     let report = report_of(&run_dir);
     let verdict = |id: &str| report.cases.iter().find(|c| c.id == id).unwrap().outcome.clone();

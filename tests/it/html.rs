@@ -2,12 +2,10 @@
 //!
 //! Needs Debian's `chromium` (`apt-get install chromium`), which `.ci/run` installs, so it
 //! is `#[ignore]`d for a plain `cargo test` and run by CI with
-//! `cargo test --test html -- --ignored`. It leaves the run folder and a screenshot in
+//! `cargo test --test it html:: -- --ignored`. It leaves the run folder and a screenshot in
 //! `target/test-artifacts/`.
 
-mod common;
-
-use common::{Sim, run_vendor};
+use crate::common::{Sim, run_vendor};
 use std::path::PathBuf;
 use std::process::Command;
 

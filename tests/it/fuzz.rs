@@ -7,8 +7,6 @@
 //! A failure proptest finds is saved under `proptest-regressions/` and replayed first
 //! on every later run: commit that file with the fix.
 
-mod common;
-
 use proptest::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -77,8 +75,8 @@ fn mutated(original: &'static str) -> impl Strategy<Value = String> {
     })
 }
 
-const SIM_PROFILE: &str = include_str!("../vendors/sim.toml");
-const CASE: &str = include_str!("../suite/context/boundary.toml");
+const SIM_PROFILE: &str = include_str!("../../vendors/sim.toml");
+const CASE: &str = include_str!("../../suite/context/boundary.toml");
 
 /// A small real run (one case against the embedded sim): its envelope, transcript and
 /// public key.
@@ -91,10 +89,10 @@ struct Signed {
 fn signed() -> &'static Signed {
     static SIGNED: OnceLock<Signed> = OnceLock::new();
     SIGNED.get_or_init(|| {
-        let tmp = common::TempDir::new("fuzz-envelope");
+        let tmp = crate::common::TempDir::new("fuzz-envelope");
         let run_dir = tmp.path().join("run");
-        let (code, stdout, stderr) = common::output(
-            common::tenantcheck()
+        let (code, stdout, stderr) = crate::common::output(
+            crate::common::tenantcheck()
                 .args(["run", "--exact", "errors.semantics", "--out"])
                 .arg(&run_dir),
         );

@@ -7,22 +7,20 @@
 //! bash tests/engines/llama-server.sh install
 //! export TENANTCHECK_LLAMA_KEY_A=llama-key-a-1 TENANTCHECK_LLAMA_KEY_B=llama-key-b-1
 //! bash tests/engines/llama-server.sh start 18091
-//! TENANTCHECK_LLAMA_URL=http://127.0.0.1:18091/v1 cargo test --test engines -- --ignored
+//! TENANTCHECK_LLAMA_URL=http://127.0.0.1:18091/v1 cargo test --test it engines:: -- --ignored
 //! ```
 //!
 //! Whatever the engine really does is the expected result; each expectation below
 //! says why, and `docs/real-engines.md` records the run.
 
-mod common;
-
-use common::{output, tenantcheck, verified};
+use crate::common::{output, tenantcheck, verified};
 use tenantcheck::outcome::{CacheDecision, Verdict};
 
 #[test]
 #[ignore = "needs llama-server on 127.0.0.1 (CI starts it; see the file's doc)"]
 fn llama_server_with_a_real_model() {
     let url = std::env::var("TENANTCHECK_LLAMA_URL").expect("TENANTCHECK_LLAMA_URL names the running server");
-    let tmp = common::TempDir::new("llama");
+    let tmp = crate::common::TempDir::new("llama");
     let profile = tmp.path().join("llama-server.toml");
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/llama-server.toml"))
         .unwrap()

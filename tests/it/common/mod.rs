@@ -1,6 +1,5 @@
 //! Helpers shared by the integration tests: temporary folders, the `tenantcheck`
 //! binary, and the reference vendor started as a separate process on port 0.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -3,9 +3,7 @@
 //! --resume` finishes it into the same folder, with the transcript's chain unbroken and
 //! a final report covering every case.
 
-mod common;
-
-use common::{TempDir, tenantcheck};
+use crate::common::{TempDir, tenantcheck};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tenantcheck::outcome::Verdict;
@@ -58,7 +56,7 @@ fn sigint_mid_run_leaves_a_signed_partial_report_and_resume_finishes_it() {
     assert!(stderr.contains("SIGINT: sending stops"), "{stderr}");
     assert!(stdout.contains("continue with: tenantcheck run --resume"), "{stdout}");
 
-    let partial = common::verified(&run_dir);
+    let partial = crate::common::verified(&run_dir);
     let interrupted = partial.interrupted.clone().expect("marked incomplete");
     assert_eq!(interrupted.signal, "SIGINT");
     assert!(!interrupted.unfinished.is_empty());
@@ -87,9 +85,9 @@ fn sigint_mid_run_leaves_a_signed_partial_report_and_resume_finishes_it() {
     let partial_bytes = std::fs::read(&transcript).unwrap();
     let sent_before = partial.transcript.summary.lines;
 
-    let (code, stdout, stderr) = common::output(tenantcheck().arg("run").arg("--resume").arg(&run_dir));
+    let (code, stdout, stderr) = crate::common::output(tenantcheck().arg("run").arg("--resume").arg(&run_dir));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let full = common::verified(&run_dir);
+    let full = crate::common::verified(&run_dir);
     assert!(full.interrupted.is_none());
     assert_eq!(full.resumed_at.len(), 1);
     assert_eq!(full.started_at, partial.started_at);
@@ -114,7 +112,7 @@ fn sigint_mid_run_leaves_a_signed_partial_report_and_resume_finishes_it() {
     assert!(resume_line.contains("\"kind\":\"resume\""), "{resume_line}");
 
     // Nothing is left to resume.
-    let (code, _, stderr) = common::output(tenantcheck().arg("run").arg("--resume").arg(&run_dir));
+    let (code, _, stderr) = crate::common::output(tenantcheck().arg("run").arg("--resume").arg(&run_dir));
     assert_eq!(code, Some(2));
     assert!(stderr.contains("nothing to resume"), "{stderr}");
 }
@@ -123,7 +121,7 @@ fn sigint_mid_run_leaves_a_signed_partial_report_and_resume_finishes_it() {
 fn a_request_the_vendor_never_answers_is_abandoned_after_the_grace_and_recorded() {
     let tmp = TempDir::new("interrupt-hang");
     let (key_a, key_b) = ("sk-hang-tenant-a-000", "sk-hang-tenant-b-111");
-    let sim = common::Sim::start(key_a, key_b, &["--chaos", "no-response"]);
+    let sim = crate::common::Sim::start(key_a, key_b, &["--chaos", "no-response"]);
     let profile = sim.profile(tmp.path());
     let run_dir = tmp.path().join("run");
     let child = tenantcheck()
@@ -163,9 +161,9 @@ fn a_request_the_vendor_never_answers_is_abandoned_after_the_grace_and_recorded(
     );
     assert!(waited < Duration::from_secs(30), "and not the 60 s timeout: {waited:?}");
 
-    let report = common::verified(&run_dir);
+    let report = crate::common::verified(&run_dir);
     assert_eq!(report.interrupted.as_ref().unwrap().signal, "SIGTERM");
-    let abandoned: Vec<_> = common::transcript_exchanges(&run_dir)
+    let abandoned: Vec<_> = crate::common::transcript_exchanges(&run_dir)
         .into_values()
         .filter(|l| l["exchange"]["transport_error"]["kind"] == "interrupted")
         .collect();

@@ -2,9 +2,7 @@
 //! process: the faults each probe must catch, the evidence it must leave, and the
 //! profile settings (cache salts, declared sharing) that change what counts as a fail.
 
-mod common;
-
-use common::{Sim, TempDir, resigned, transcript_exchanges, verified};
+use crate::common::{Sim, TempDir, resigned, transcript_exchanges, verified};
 use std::path::PathBuf;
 use tenantcheck::outcome::{CacheDecision, FindingCode, Verdict};
 use tenantcheck::report::CaseReport;
@@ -22,8 +20,8 @@ fn run_case(
     let profile = sim.profile(tmp.path());
     std::fs::write(&profile, edit(std::fs::read_to_string(&profile).unwrap())).unwrap();
     let run_dir = tmp.path().join("run");
-    let (code, stdout, stderr) = common::output(
-        common::tenantcheck()
+    let (code, stdout, stderr) = crate::common::output(
+        crate::common::tenantcheck()
             .args(["run", "--vendor"])
             .arg(&profile)
             .arg("--out")

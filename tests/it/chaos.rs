@@ -5,9 +5,7 @@
 //! The profile's limits here: 3 s per request, 1 s of silence within an answer, 1 MiB
 //! per answer. Peak memory is the run process's own (its `VmHWM`).
 
-mod common;
-
-use common::{Sim, TempDir, tenantcheck};
+use crate::common::{Sim, TempDir, tenantcheck};
 use std::time::{Duration, Instant};
 use tenantcheck::outcome::Verdict;
 
@@ -89,7 +87,7 @@ fn run_with(sim_flags: &[&str], selection: &[&str], case: Option<&str>) -> Ran {
     let stderr = std::fs::read_to_string(tmp.path().join("stderr")).unwrap();
     let stdout = std::fs::read_to_string(tmp.path().join("stdout")).unwrap();
     assert!(!stderr.contains("panicked"), "{chaos}: {stderr}");
-    let report = common::verified(&run_dir);
+    let report = crate::common::verified(&run_dir);
     let (verdict, summary) = match case {
         Some(case) => {
             let c = report.cases.iter().find(|c| c.id == case).unwrap();
@@ -97,7 +95,7 @@ fn run_with(sim_flags: &[&str], selection: &[&str], case: Option<&str>) -> Ran {
         }
         None => (report.verdict, report.totals.to_string()),
     };
-    let exchanges = common::transcript_exchanges(&run_dir);
+    let exchanges = crate::common::transcript_exchanges(&run_dir);
     let text = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
     assert!(!text.contains(KEY_A) && !text.contains(KEY_B));
     drop(sim);

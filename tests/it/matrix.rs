@@ -5,12 +5,10 @@
 //! when it is stale. Regenerate it with:
 //!
 //! ```sh
-//! TENANTCHECK_WRITE_MATRIX=1 cargo test --test matrix
+//! TENANTCHECK_WRITE_MATRIX=1 cargo test --test it matrix::
 //! ```
 
-mod common;
-
-use common::{Sim, TempDir, run_vendor};
+use crate::common::{Sim, TempDir, run_vendor};
 use std::collections::BTreeMap;
 use tenantcheck::outcome::Verdict;
 use tenantcheck::report::{self, key};
@@ -295,7 +293,7 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
     let tmp = TempDir::new("matrix");
     let mut table = String::from(
         "# Detection matrix\n\nThe whole suite against the reference vendor (`tenantcheck sim`, context 8,192), healthy and with each fault. \
-         Generated from real runs by `TENANTCHECK_WRITE_MATRIX=1 cargo test --test matrix`; the test fails when this file is stale.\n\n",
+         Generated from real runs by `TENANTCHECK_WRITE_MATRIX=1 cargo test --test it matrix::`; the test fails when this file is stale.\n\n",
     );
     let mut header_done = false;
     let mut mismatches = Vec::new();
@@ -339,6 +337,6 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
     let on_disk = std::fs::read_to_string(path).unwrap_or_default();
     assert_eq!(
         on_disk, table,
-        "reports/detection-matrix.md is stale: TENANTCHECK_WRITE_MATRIX=1 cargo test --test matrix"
+        "reports/detection-matrix.md is stale: TENANTCHECK_WRITE_MATRIX=1 cargo test --test it matrix::"
     );
 }

@@ -4,12 +4,10 @@
 //! renderings are what the renderers make of them now. Regenerate with:
 //!
 //! ```sh
-//! TENANTCHECK_WRITE_EXAMPLES=1 cargo test --test examples
+//! TENANTCHECK_WRITE_EXAMPLES=1 cargo test --test it examples::
 //! ```
 
-mod common;
-
-use common::{Sim, TempDir, output, run_vendor, tenantcheck};
+use crate::common::{Sim, TempDir, output, run_vendor, tenantcheck};
 use std::path::{Path, PathBuf};
 use tenantcheck::outcome::Verdict;
 use tenantcheck::report::{self, key};
@@ -69,7 +67,7 @@ fn the_example_reports_verify_and_their_renderings_are_current() {
         let verified = report::verify(&read(report::ENVELOPE_FILE), &public, Some(&transcript), None, |_| {})
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(verified.report().verdict, verdict, "{name}");
-        let stale = "is stale: TENANTCHECK_WRITE_EXAMPLES=1 cargo test --test examples";
+        let stale = "is stale: TENANTCHECK_WRITE_EXAMPLES=1 cargo test --test it examples::";
         let html = tenantcheck::render::html(verified.report(), verified.key_id(), Some(&transcript));
         assert!(
             html.as_bytes() == read(report::HTML_FILE),

@@ -4,11 +4,10 @@
 
 #[path = "fakes/anthropic.rs"]
 mod anthropic_fake;
-mod common;
 #[path = "fakes/workers_ai.rs"]
 mod workers_ai_fake;
 
-use common::{TempDir, output, tenantcheck};
+use crate::common::{TempDir, output, tenantcheck};
 use tenantcheck::adapter::{AnthropicMessages, ChatRequest, InvalidRequest, Provider, WorkersAi};
 use tenantcheck::credential::Secret;
 
@@ -159,7 +158,7 @@ fn cases_pass_through(
                 .envs(env),
         );
         assert_eq!(code, Some(0), "{case}\n{stdout}\n{stderr}");
-        let report = common::verified(&run_dir);
+        let report = crate::common::verified(&run_dir);
         let c = report.cases.iter().find(|c| c.id == *case).unwrap();
         assert_eq!(
             c.outcome.verdict,
@@ -332,7 +331,7 @@ async fn a_command_that_breaks_or_stalls_gives_transport_errors_not_hangs() {
 
 #[test]
 fn the_whole_suite_runs_through_the_command_adapter_example() {
-    let sim = common::Sim::start("command-key-a-1", "command-key-b-1", &[]);
+    let sim = crate::common::Sim::start("command-key-a-1", "command-key-b-1", &[]);
     let tmp = TempDir::new("command");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/command-adapter.py");
     let profile = sim.profile(tmp.path());
@@ -348,9 +347,9 @@ fn the_whole_suite_runs_through_the_command_adapter_example() {
         .replace("stored_responses = true", "");
     std::fs::write(&profile, text).unwrap();
     let run_dir = tmp.path().join("run");
-    let (code, stdout, stderr) = common::run_vendor(&profile, &run_dir, "command-key-a-1", "command-key-b-1");
+    let (code, stdout, stderr) = crate::common::run_vendor(&profile, &run_dir, "command-key-a-1", "command-key-b-1");
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let report = common::verified(&run_dir);
+    let report = crate::common::verified(&run_dir);
     for c in &report.cases {
         let want = if c.id == "objects.cross-tenant" {
             tenantcheck::outcome::Verdict::Skipped
@@ -367,7 +366,7 @@ fn the_whole_suite_runs_through_the_command_adapter_example() {
 #[tokio::test]
 async fn the_command_adapter_passes_refusals_through_with_their_status() {
     use tenantcheck::adapter::CommandAdapter;
-    let sim = common::Sim::start("command-key-c-1", "command-key-d-1", &["--context", "256"]);
+    let sim = crate::common::Sim::start("command-key-c-1", "command-key-d-1", &["--context", "256"]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/command-adapter.py");
     let adapter = CommandAdapter::new(
         vec!["python3".into(), script.into(), sim.base_url.clone(), "sim-1".into()],
@@ -414,7 +413,7 @@ fn a_429_is_retried_after_its_retry_after_and_both_attempts_are_evidence() {
             .env("ANTHROPIC_KEY_TENANT_B", KEY_B),
     );
     assert_eq!(code, Some(0), "the run goes on after the retry\n{stdout}\n{stderr}");
-    let lines = common::transcript_exchanges(&run_dir);
+    let lines = crate::common::transcript_exchanges(&run_dir);
     let first: Vec<_> = lines.values().take(2).collect();
     assert_eq!(first[0]["exchange"]["status"], 429, "{:?}", first[0]);
     assert_eq!(first[0]["exchange"]["headers"]["retry-after"], "1");
@@ -429,7 +428,7 @@ fn a_429_is_retried_after_its_retry_after_and_both_attempts_are_evidence() {
         waited >= std::time::Duration::from_millis(900),
         "waited {waited:?} of retry-after: 1"
     );
-    let _ = common::verified(&run_dir);
+    let _ = crate::common::verified(&run_dir);
 }
 
 /// A listener on another loopback address (127.0.0.2) that records whatever reaches
@@ -496,7 +495,7 @@ fn redirecting(to: &str, posts_only: bool) -> String {
                 .into_response()
         }
     });
-    format!("http://{}/v1", common::serve(app))
+    format!("http://{}/v1", crate::common::serve(app))
 }
 
 /// An adapter's name, its profile, and its tenants' variables with their values.
@@ -583,7 +582,7 @@ fn no_adapter_follows_a_redirect_or_takes_a_credential_off_the_vendors_origin() 
                 .envs(envs.clone()),
         );
         assert_eq!(code, Some(1), "{name}: {stdout}\n{stderr}");
-        let report = common::verified(&run_dir);
+        let report = crate::common::verified(&run_dir);
         let case = report.cases.iter().find(|c| c.id == "usage.consistency").unwrap();
         assert!(
             case.outcome

@@ -1,9 +1,7 @@
 //! End-to-end tests: the `tenantcheck` binary against the reference vendor on
 //! 127.0.0.1 (in-process, or as its own process on port 0), healthy and with faults.
 
-mod common;
-
-use common::{Sim, TempDir, files, output, resigned, run_exact, run_vendor, tenantcheck, verified};
+use crate::common::{Sim, TempDir, files, output, resigned, run_exact, run_vendor, tenantcheck, verified};
 use std::path::Path;
 use tenantcheck::canary::{Fragment, RunSecret};
 use tenantcheck::outcome::{FindingCode, Verdict};
@@ -60,7 +58,7 @@ fn embedded_default_run_passes_and_its_report_verifies() {
     let mut drawn: Vec<&str> = report.cases.iter().map(|c| c.id.as_str()).collect();
     drawn.sort_by_key(|id| secret.seed(tenantcheck::harness::ORDER, id, 0));
     let mut ran: Vec<String> = Vec::new();
-    for line in common::transcript_exchanges(&run_dir).values() {
+    for line in crate::common::transcript_exchanges(&run_dir).values() {
         let case = line["case"].as_str().unwrap().to_owned();
         if case != "preflight" && !ran.contains(&case) {
             ran.push(case);
@@ -734,7 +732,7 @@ fn budgets_stop_sending_and_leave_the_cut_cases_inconclusive() {
         let run_dir = tmp.path().join(flag.trim_start_matches('-'));
         let (code, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir).args([flag, value]));
         assert_eq!(code, Some(3), "none failed, some were cut short\n{stdout}\n{stderr}");
-        let exchanges = common::transcript_exchanges(&run_dir);
+        let exchanges = crate::common::transcript_exchanges(&run_dir);
         let used = if flag == "--budget-requests" {
             exchanges.len() as u64
         } else {
@@ -818,7 +816,7 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
     let run_dir = tmp.path().join("run");
     let (_, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
     let sent = figures(stdout.lines().find(|l| l.starts_with("sent:")).expect("a sent line"));
-    let exchanges = common::transcript_exchanges(&run_dir);
+    let exchanges = crate::common::transcript_exchanges(&run_dir);
     assert_eq!(exchanges.len() as f64, sent[0], "{stderr}");
     let mut by_case: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
     for line in exchanges.values() {

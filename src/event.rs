@@ -1,0 +1,135 @@
+//! [`RunEvent`]: what happens during a run, as the session and the harness report it,
+//! and the [`Observer`]s that consume it (the progress line, the collected outcomes
+//! the report is built from). The code that runs cases never prints: it emits events.
+
+use crate::outcome::Outcome;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// One thing that happened during a run.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum RunEvent<'a> {
+    /// A case began.
+    CaseStarted {
+        /// Its id.
+        case: &'a str,
+    },
+    /// A request was made and recorded in the transcript (answered or not).
+    Recorded {
+        /// The case that made it.
+        case: &'a str,
+        /// The tenant it was sent as.
+        tenant: &'a str,
+        /// Its transcript line.
+        seq: u64,
+        /// The HTTP status, when an answer came.
+        status: Option<u16>,
+        /// How long the exchange took.
+        total_ms: f64,
+    },
+    /// A case ended with this outcome (a case never run because the run had stopped
+    /// ends too, inconclusive with the reason).
+    CaseFinished {
+        /// Its id.
+        case: &'a str,
+        /// How it ended.
+        outcome: &'a Outcome,
+    },
+    /// Every case has ended.
+    Finished,
+}
+
+/// Something that consumes a run's events. Called from the threads that run cases, so
+/// it must be quick and must not block on the run.
+pub trait Observer: Send + Sync {
+    /// Takes one event.
+    fn on(&self, event: &RunEvent<'_>);
+}
+
+/// The progress line on standard error: one line per request, rewritten in place,
+/// cleared when the run finishes. No credential can be in it: case ids, tenant labels,
+/// numbers and the status only.
+pub struct Progress;
+
+impl Observer for Progress {
+    fn on(&self, event: &RunEvent<'_>) {
+        match *event {
+            RunEvent::Recorded {
+                case,
+                tenant,
+                seq,
+                status,
+                total_ms,
+            } => {
+                let status = status.map_or("no answer".to_owned(), |s| format!("HTTP {s}"));
+                eprint!("\r\x1b[2K  {case}: request #{seq} as {tenant}: {status} in {total_ms:.0} ms");
+            }
+            RunEvent::Finished => eprint!("\r\x1b[2K"),
+            _ => {}
+        }
+    }
+}
+
+/// The outcomes of the cases that finished, by id: what the report is built from.
+#[derive(Default)]
+pub struct Outcomes(Mutex<BTreeMap<String, Outcome>>);
+
+impl Outcomes {
+    /// Takes the outcomes collected so far.
+    pub fn take(&self) -> BTreeMap<String, Outcome> {
+        std::mem::take(&mut *self.0.lock().expect("outcomes lock poisoned"))
+    }
+}
+
+impl Observer for Outcomes {
+    fn on(&self, event: &RunEvent<'_>) {
+        if let RunEvent::CaseFinished { case, outcome } = *event {
+            self.0
+                .lock()
+                .expect("outcomes lock poisoned")
+                .insert(case.to_owned(), outcome.clone());
+        }
+    }
+}
+
+/// Several observers, each given every event in turn.
+pub struct Fanout(pub Vec<std::sync::Arc<dyn Observer>>);
+
+impl Observer for Fanout {
+    fn on(&self, event: &RunEvent<'_>) {
+        for o in &self.0 {
+            o.on(event);
+        }
+    }
+}
+
+/// Takes no event.
+pub struct Nobody;
+
+impl Observer for Nobody {
+    fn on(&self, _event: &RunEvent<'_>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_outcomes_are_what_the_finished_events_said() {
+        let outcomes = Arc::new(Outcomes::default());
+        let all = Fanout(vec![outcomes.clone(), Arc::new(Nobody)]);
+        let pass = Outcome::skipped("not selected");
+        all.on(&RunEvent::CaseStarted { case: "a.b" });
+        all.on(&RunEvent::CaseFinished {
+            case: "a.b",
+            outcome: &pass,
+        });
+        all.on(&RunEvent::Finished);
+        let got = outcomes.take();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got["a.b"], pass);
+        assert!(outcomes.take().is_empty(), "taken once");
+    }
+}

@@ -1,0 +1,18 @@
+//! The integration tests, one binary with a module per area: every module links the
+//! whole crate, and one link is cheaper than twelve. Run one area with
+//! `cargo test --test it AREA::` (for example `matrix::`); the tests that need
+//! something outside the repository (a llama.cpp server, Chromium) are ignored unless
+//! asked for with `-- --ignored`.
+
+mod adapters;
+mod chaos;
+mod common;
+mod engines;
+mod examples;
+mod fuzz;
+mod html;
+mod incident;
+mod interrupt;
+mod matrix;
+mod run;
+mod side_channels;
