@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod advisory;
 pub mod bundle;
 pub mod canary;
 pub mod credential;
@@ -44,6 +45,7 @@ pub mod schema;
 pub mod session;
 pub mod sim;
 pub mod suite;
+pub mod threat;
 pub mod transcript;
 pub mod vendor;
 pub mod version;

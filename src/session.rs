@@ -87,7 +87,7 @@ pub struct Session {
     budget: Budget,
     spent: std::sync::Mutex<Spent>,
     /// Every other tenant's canary found in any answer, by case: the net under every
-    /// probe (see [`crate::probe::run`]).
+    /// probe (which `probe::run` adds to its outcome).
     leaks: std::sync::Mutex<Vec<(String, crate::outcome::LeakEvidence)>>,
     /// Set to the signal's name when the run is interrupted: no request is sent after
     /// it, and requests in flight are abandoned.
@@ -98,7 +98,7 @@ pub struct Session {
     refusals: std::sync::Mutex<Refusals>,
     /// Set once the vendor has refused enough: no request is sent after it.
     refused: std::sync::OnceLock<Refusal>,
-    /// Every answer that redirected, by case: judged by [`crate::probe::run`].
+    /// Every answer that redirected, by case: judged by `probe::run`.
     redirects: std::sync::Mutex<Vec<(String, Redirect)>>,
 }
 
@@ -123,45 +123,7 @@ struct Refusals {
     count: u32,
 }
 
-/// Why the session stopped sending: the vendor refused every request of a run of
-/// them.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct Refusal {
-    /// The tenant whose requests were refused last.
-    pub tenant: String,
-    /// The HTTP status of the refusals.
-    pub status: u16,
-    /// How many answers in a row refused.
-    pub count: u32,
-    /// The transcript line of the last of them.
-    pub last_seq: u64,
-}
-
-impl Refusal {
-    /// Whether the vendor refused the tenant's credential (401, 403): the run cannot
-    /// go on with it, which is a setup error, not a verdict.
-    pub fn is_credential(&self) -> bool {
-        matches!(self.status, 401 | 403)
-    }
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.is_credential() {
-            write!(
-                f,
-                "the vendor refused tenant {}'s credential (HTTP {}) on a request that should succeed (transcript #{}), after the credential check had passed",
-                self.tenant, self.status, self.last_seq
-            )
-        } else {
-            write!(
-                f,
-                "the vendor answered {} requests in a row HTTP {} (the last, tenant {}'s, transcript #{}): it is failing, not under test",
-                self.count, self.status, self.tenant, self.last_seq
-            )
-        }
-    }
-}
+pub use crate::report::Refusal;
 
 /// An answer that redirected instead of answering.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -417,7 +379,7 @@ impl Session {
         }
         let found: Vec<_> = hits
             .into_iter()
-            .map(|hit| (case.to_owned(), crate::probe::leak(self, hit, tenant, seq)))
+            .map(|hit| (case.to_owned(), self.leak_evidence(hit, tenant, seq)))
             .collect();
         self.leaks.lock().expect("leak list poisoned").extend(found);
     }
@@ -502,6 +464,21 @@ impl Session {
                     reg.add(c);
                 }
             }
+        }
+    }
+
+    /// The evidence of `hit`, found in the answer recorded at `returned_in` to
+    /// `recipient`: with the line of the request that carried the canary first.
+    pub fn leak_evidence(&self, hit: Hit, recipient: &str, returned_in: u64) -> crate::outcome::LeakEvidence {
+        crate::outcome::LeakEvidence {
+            seeded_in: self.seeded_in(&hit.id),
+            canary_id: hit.id,
+            owner: hit.owner,
+            recipient: recipient.to_owned(),
+            fragment: hit.fragment,
+            matched: hit.matched,
+            excerpt: hit.excerpt,
+            returned_in,
         }
     }
 

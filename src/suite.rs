@@ -15,8 +15,8 @@
 //! the suite it was built with; `--suite DIR` runs the files of a folder instead.
 
 use crate::probe::{ParamsError, ProbeSpec};
-use crate::version::{Affected, Range};
-use schemars::JsonSchema;
+pub use crate::advisory::Advisory;
+pub use crate::threat::{Severity, Threat};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -38,61 +38,6 @@ pub struct Suite {
     pub advisories: Vec<Advisory>,
     /// SHA-256 of the suite's canonical form.
     pub digest: String,
-}
-
-/// A published problem of an engine's versions (one TOML file under
-/// `suite/advisories/`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Advisory {
-    /// The advisory's id; the file's name without `.toml`.
-    pub id: String,
-    /// The engine, as profiles name it in `declared.engine`.
-    pub engine: String,
-    /// The affected versions: comparisons joined by commas, all of which must hold
-    /// (`< 0.5.22`, `>= 0.4, < 0.5.22`).
-    pub affected: String,
-    /// The versions that fix it.
-    #[serde(default)]
-    pub fixed: Vec<String>,
-    /// The threats it realises.
-    pub threats: Vec<Threat>,
-    /// What goes wrong.
-    pub summary: String,
-    /// Where it is described.
-    #[serde(default)]
-    pub references: Vec<String>,
-    /// SHA-256 of the file's bytes.
-    #[serde(skip)]
-    pub sha256: String,
-    /// The file, relative to the suite folder.
-    #[serde(skip)]
-    pub file: String,
-}
-
-impl Advisory {
-    /// Whether `engine` at `version` is affected; [`Affected::Unknown`] when the
-    /// version cannot be read (never "not affected").
-    pub fn affects(&self, engine: &str, version: &str) -> Affected {
-        if !self.engine.eq_ignore_ascii_case(engine) {
-            return Affected::No;
-        }
-        match Range::read(&self.affected) {
-            Ok(range) => range.affects(version),
-            Err(e) => Affected::Unknown(format!("advisory {}: {e}", self.id)),
-        }
-    }
-
-    fn check(&self) -> Result<(), SuiteErrorKind> {
-        Range::read(&self.affected)
-            .map(|_| ())
-            .map_err(|e| SuiteErrorKind::Invalid {
-                field: "affected",
-                problem: format!(
-                    "{e}: write version comparisons joined by commas, such as \"< 0.5.22\" or \">= 0.4, < 0.5.22\""
-                ),
-            })
-    }
 }
 
 /// One case.
@@ -119,57 +64,6 @@ pub struct Case {
     /// SHA-256 of the file's bytes.
     #[serde(skip)]
     pub sha256: String,
-}
-
-/// The threat catalogue (see `docs/design.md`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-#[allow(missing_docs)]
-pub enum Threat {
-    T1,
-    T2,
-    T3,
-    T4,
-    T5,
-    T6,
-    T7,
-    T8,
-    T9,
-    T10,
-}
-
-impl Threat {
-    /// The failure the threat names.
-    pub fn title(self) -> &'static str {
-        match self {
-            Threat::T1 => "cross-tenant content leak",
-            Threat::T2 => "over-limit admission",
-            Threat::T3 => "silent truncation",
-            Threat::T4 => "usage misreporting",
-            Threat::T5 => "failures reported as success",
-            Threat::T6 => "response misrouting under concurrency and cancellation",
-            Threat::T7 => "prefix cache shared across tenants",
-            Threat::T8 => "broken streams",
-            Threat::T9 => "declared configuration unsafe",
-            Threat::T10 => "cross-tenant object access",
-        }
-    }
-}
-
-impl fmt::Display for Threat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-/// How bad a failure of a case is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[allow(missing_docs)]
-pub enum Severity {
-    Critical,
-    High,
-    Medium,
-    Low,
 }
 
 #[derive(Deserialize)]
@@ -352,7 +246,12 @@ fn parse_advisory(rel: &str, name: &str, text: &str) -> Result<Advisory, SuiteEr
             expected: expected.to_owned(),
         });
     }
-    a.check()?;
+    a.check_range().map_err(|e| SuiteErrorKind::Invalid {
+        field: "affected",
+        problem: format!(
+            "{e}: write version comparisons joined by commas, such as \"< 0.5.22\" or \">= 0.4, < 0.5.22\""
+        ),
+    })?;
     a.sha256 = crate::sha256_hex(text.as_bytes());
     a.file = rel.to_owned();
     Ok(a)
@@ -421,6 +320,7 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), SuiteEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::Affected;
 
     const CASE: &str = r#"
 id = "isolation.canary-residue"

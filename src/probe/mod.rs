@@ -22,7 +22,7 @@ use crate::adapter::ChatRequest;
 use crate::outcome::{Coverage, Finding, LeakEvidence, Outcome, Verdict};
 use crate::prompt::PromptBuilder;
 use crate::session::{Sent, Session, SessionError};
-use crate::suite::Advisory;
+use crate::advisory::Advisory;
 use serde::Serialize;
 
 /// What a probe gets to work with.
@@ -636,16 +636,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
 
 /// The evidence of `hit`, found in the answer recorded at `returned_in` to `recipient`.
 pub(crate) fn leak(session: &Session, hit: crate::scan::Hit, recipient: &str, returned_in: u64) -> LeakEvidence {
-    LeakEvidence {
-        seeded_in: session.seeded_in(&hit.id),
-        canary_id: hit.id,
-        owner: hit.owner,
-        recipient: recipient.to_owned(),
-        fragment: hit.fragment,
-        matched: hit.matched,
-        excerpt: hit.excerpt,
-        returned_in,
-    }
+    session.leak_evidence(hit, recipient, returned_in)
 }
 
 /// A short description of an exchange's result, for messages.

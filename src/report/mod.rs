@@ -15,7 +15,7 @@ mod recheck;
 
 use crate::canary::RunSecret;
 use crate::outcome::{Outcome, Verdict};
-use crate::suite::{Severity, Threat};
+use crate::threat::{Severity, Threat};
 use crate::transcript::{ChainError, TranscriptSummary, verify_chain};
 use crate::vendor::VendorProfile;
 use dsse::{Envelope, PAYLOAD_TYPE};
@@ -103,7 +103,7 @@ pub struct Report {
 #[serde(deny_unknown_fields)]
 pub struct Refused {
     /// The run of refusals that stopped it.
-    pub refusal: crate::session::Refusal,
+    pub refusal: Refusal,
     /// The same, in words.
     pub reason: String,
     /// When the report was written (RFC 3339).
@@ -593,6 +593,46 @@ pub fn verify(
         key_id,
         transcript,
     })
+}
+
+/// Why the session stopped sending: the vendor refused every request of a run of
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Refusal {
+    /// The tenant whose requests were refused last.
+    pub tenant: String,
+    /// The HTTP status of the refusals.
+    pub status: u16,
+    /// How many answers in a row refused.
+    pub count: u32,
+    /// The transcript line of the last of them.
+    pub last_seq: u64,
+}
+
+impl Refusal {
+    /// Whether the vendor refused the tenant's credential (401, 403): the run cannot
+    /// go on with it, which is a setup error, not a verdict.
+    pub fn is_credential(&self) -> bool {
+        matches!(self.status, 401 | 403)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_credential() {
+            write!(
+                f,
+                "the vendor refused tenant {}'s credential (HTTP {}) on a request that should succeed (transcript #{}), after the credential check had passed",
+                self.tenant, self.status, self.last_seq
+            )
+        } else {
+            write!(
+                f,
+                "the vendor answered {} requests in a row HTTP {} (the last, tenant {}'s, transcript #{}): it is failing, not under test",
+                self.count, self.status, self.tenant, self.last_seq
+            )
+        }
+    }
 }
 
 /// Bytes from hex, or `None` when the text is not hex.
