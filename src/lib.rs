@@ -34,6 +34,7 @@ pub mod event;
 pub mod exit;
 pub mod harness;
 pub mod inert;
+pub mod judge;
 pub mod outcome;
 pub mod plan;
 pub mod probe;

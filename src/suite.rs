@@ -14,8 +14,8 @@
 //! embedded in the binary ([`Suite::builtin`]), so an installed `tenantcheck` runs
 //! the suite it was built with; `--suite DIR` runs the files of a folder instead.
 
-use crate::probe::{ParamsError, ProbeSpec};
 pub use crate::advisory::Advisory;
+use crate::probe::{ParamsError, ProbeSpec};
 pub use crate::threat::{Severity, Threat};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

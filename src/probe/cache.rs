@@ -34,9 +34,10 @@
 //! control checks that the same salt hits and the other levels that different salts
 //! miss.
 
-use super::sequential::{Decision, SequentialTest};
 use super::{Context, ParamsError, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
+use crate::judge::sequential::{Decision, SequentialTest};
+use crate::judge::timing::decide;
 use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair};
 use crate::prompt::Filler;
 use crate::session::SessionError;
@@ -125,7 +126,7 @@ enum Level {
 impl Level {
     fn name(self) -> &'static str {
         match self {
-            Level::SameKey => "same key",
+            Level::SameKey => crate::judge::timing::SAME_KEY,
             Level::SameOrg => "same organisation",
             Level::OtherOrg => "other organisation",
         }
@@ -426,64 +427,6 @@ impl Run<'_, '_> {
             cached_prefix,
         })
     }
-}
-
-/// A level's decision from its sequential test and the vendor's cached-token reports.
-fn decide(control: bool, test: Decision, cached_reported: u32, cached_prefix: u32) -> CacheDecision {
-    // The vendor's own report of reuse counts for the control when it says so in most
-    // pairs; across keys, once is enough.
-    let reported_reuse = cached_reported > 0 && cached_prefix * 2 > cached_reported;
-    match (control, test) {
-        (true, Decision::Effect) => CacheDecision::CacheObserved,
-        (true, _) if reported_reuse => CacheDecision::CacheObserved,
-        (true, Decision::NoEffect) => CacheDecision::NoCacheObserved,
-        (false, Decision::Effect) => CacheDecision::Shared,
-        (false, _) if cached_prefix > 0 => CacheDecision::Shared,
-        (false, Decision::NoEffect) => CacheDecision::NotShared,
-        (_, Decision::Undecided) => CacheDecision::Undecided,
-    }
-}
-
-/// Replays a signed timing level's sequential test from its pairs: `Err` says how the
-/// signed level disagrees with its own pairs (for `verify`).
-pub(crate) fn replay(p: &TimingParams, level: &TimingLevel) -> Result<(), String> {
-    let mut test = SequentialTest::new(p.alpha, p.effect);
-    let mut decided_at = None;
-    for (i, pair) in level.pairs.iter().enumerate() {
-        if test.observe(pair.miss_ms - pair.hit_ms > level.threshold_ms) != Decision::Undecided {
-            decided_at.get_or_insert(i + 1);
-        }
-    }
-    if let Some(n) = decided_at.filter(|&n| n < level.pairs.len()) {
-        return Err(format!(
-            "level {:?}: the test decided after {n} pairs, yet {} were sent",
-            level.level,
-            level.pairs.len()
-        ));
-    }
-    let (a, b) = test.log10_evidence();
-    if (a - level.log10_evidence[0]).abs() > 1e-9 || (b - level.log10_evidence[1]).abs() > 1e-9 {
-        return Err(format!(
-            "level {:?}: its pairs give evidence {a:.3}/{b:.3}, the report says {:.3}/{:.3}",
-            level.level, level.log10_evidence[0], level.log10_evidence[1]
-        ));
-    }
-    let mut decision = decide(
-        level.level == Level::SameKey.name(),
-        test.decision(),
-        level.cached_reported,
-        level.cached_prefix,
-    );
-    if decision == CacheDecision::Shared && level.decision == CacheDecision::SharedAsDeclared {
-        decision = CacheDecision::SharedAsDeclared;
-    }
-    if decision != level.decision {
-        return Err(format!(
-            "level {:?}: its pairs decide {decision:?}, the report says {:?}",
-            level.level, level.decision
-        ));
-    }
-    Ok(())
 }
 
 fn count_faster(level: &TimingLevel, threshold: f64) -> usize {

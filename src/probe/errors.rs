@@ -76,24 +76,4 @@ pub async fn semantics(_p: &ErrorsParams, ctx: Context<'_>) -> Result<Outcome, S
     Ok(conclude(findings, reached, coverage))
 }
 
-/// What is wrong with the answer to a request that had to be refused, if anything: a
-/// 2xx without an error, content beside an error frame, or a refusal that is not a 4xx
-/// with an error body. `verify` re-judges the transcript with the same function.
-pub fn improper_refusal(ex: &crate::adapter::Exchange) -> Option<String> {
-    let status = ex.status?;
-    let success = (200..300).contains(&status);
-    if success && ex.api_error.is_none() {
-        Some(format!(
-            "answered HTTP {status} with {} characters of content and no error",
-            ex.content.len()
-        ))
-    } else if success && !ex.content.is_empty() {
-        Some("answered with content beside an error frame".into())
-    } else if !success && !(400..500).contains(&status) {
-        Some(format!("refused with HTTP {status}, not a client error"))
-    } else if !success && ex.api_error.is_none() {
-        Some(format!("refused with HTTP {status} without an error body"))
-    } else {
-        None
-    }
-}
+pub use crate::judge::improper_refusal;

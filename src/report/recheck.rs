@@ -20,7 +20,7 @@
 //! - **redirects**: a case whose answers hold a 3xx must carry a `Redirected`
 //!   finding, and one without must carry none;
 //! - **power**: every answer a case names as a positive control is one of its own,
-//!   its echo is re-judged with the probes' rule (`probe::echoed`) against
+//!   its echo is re-judged with the probes' rule (`judge::echoed`) against
 //!   the canaries re-derived from the secret, every exposure is one of the controls
 //!   (for `isolation.canary-residue`, another tenant's request came between it and
 //!   the same tenant's previous control answer), the bounds and the power are computed
@@ -135,7 +135,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         for hit in scanner.scan(&ex.returned_text(), tenant) {
             leaks.entry(case.clone()).or_default().insert((seq, hit.id));
         }
-        if runs(&case, "errors.semantics") && crate::probe::errors::improper_refusal(&ex).is_some() {
+        if runs(&case, "errors.semantics") && crate::judge::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
         }
         if runs(&case, "usage.consistency") {
@@ -236,10 +236,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             confirmed += 1;
         }
         if c.probe == "usage.consistency" && c.outcome.verdict != Verdict::Skipped {
-            let p: crate::probe::usage::UsageParams =
+            let p: crate::judge::usage::Rule =
                 serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
             let answered: Vec<_> = usage_answers.iter().map(|(s, p, e)| (*s, p.as_str(), e)).collect();
-            let (judged, _) = crate::probe::usage::judge(&p, report.vendor.profile.tokenizer, &answered);
+            let (judged, _) = crate::judge::usage::judge(&p, report.vendor.profile.tokenizer, &answered);
             let signed = c
                 .outcome
                 .findings
@@ -268,7 +268,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             powers += 1;
         }
         if !c.outcome.timing.is_empty() {
-            let p: crate::probe::cache::TimingParams =
+            let p: crate::judge::timing::Rule =
                 serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
             for level in &c.outcome.timing {
                 for pair in &level.pairs {
@@ -285,7 +285,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         }
                     }
                 }
-                crate::probe::cache::replay(&p, level).map_err(|problem| bad(&c.id, problem))?;
+                crate::judge::timing::replay(&p, level).map_err(|problem| bad(&c.id, problem))?;
                 timing_levels += 1;
             }
             let shared = c
@@ -354,7 +354,7 @@ fn recheck_power(
 ) -> Result<(), VerifyError> {
     // Whether an answer held content no prompt of the run and no canary accounts for.
     let foreign = |a: &Answer| {
-        !crate::probe::foreign(&a.prompt, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty()).is_empty()
+        !crate::judge::foreign(&a.prompt, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty()).is_empty()
     };
     // Only isolation looks for foreign content; elsewhere every list must be empty.
     let looks = c.probe == "isolation.canary-residue";
@@ -399,7 +399,7 @@ fn recheck_power(
             if a.case != case {
                 return Err(bad(case, format!("its control names #{seq}, an answer of {}", a.case)));
             }
-            if crate::probe::echoed(own(&a.tenant), &a.prompt, &a.content) {
+            if crate::judge::echoed(own(&a.tenant), &a.prompt, &a.content) {
                 echoed.push(*seq);
             }
         }
@@ -461,7 +461,7 @@ fn recheck_power(
                     ),
                 )
             })?;
-            if crate::probe::echoed(own(&a.tenant), &a.prompt, &a.content) {
+            if crate::judge::echoed(own(&a.tenant), &a.prompt, &a.content) {
                 echoed.push(*seq);
             }
         }
