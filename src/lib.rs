@@ -46,6 +46,7 @@ pub mod schema;
 pub mod session;
 pub mod sim;
 pub mod suite;
+pub mod tokenizer;
 pub mod threat;
 pub mod transcript;
 pub mod vendor;

@@ -167,7 +167,7 @@ impl LocalTokenizer {
     /// Tokens in `text`.
     pub fn count(self, text: &str) -> u64 {
         match self {
-            LocalTokenizer::TenantcheckSim => crate::sim::tokenizer::count(text) as u64,
+            LocalTokenizer::TenantcheckSim => crate::tokenizer::count(text) as u64,
         }
     }
 }

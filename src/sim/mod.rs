@@ -31,7 +31,7 @@ pub mod model;
 pub mod prefix;
 pub mod scheduler;
 mod server;
-pub mod tokenizer;
+pub use crate::tokenizer;
 
 pub use chaos::Chaos;
 pub use engine::{Engine, EngineError, Generation};

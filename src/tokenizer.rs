@@ -1,4 +1,5 @@
-//! The reference vendor's toy tokenizer.
+//! The reference vendor's toy tokenizer, which the suite can also count with locally
+//! (profile `tokenizer = "tenantcheck-sim"`): below both the sim and the vendor profile.
 //!
 //! A token is an optional run of whitespace followed by one of:
 //!
