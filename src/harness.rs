@@ -679,17 +679,18 @@ impl Resumed {
             path: transcript.to_owned(),
             source,
         })?;
-        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else {
-                continue;
-            };
-            let case = v["case"].as_str().unwrap_or_default();
-            if v["kind"] != "exchange" || !self.unfinished.iter().any(|c| c == case) {
-                continue;
-            }
-            if let Ok(ex) = serde_json::from_value::<crate::adapter::Exchange>(v["exchange"].clone()) {
-                let tenant = v["tenant"].as_str().unwrap_or_default();
-                session.rescan(case, tenant, v["seq"].as_u64().unwrap_or_default(), &ex);
+        // The report was verified with this transcript before: every line reads.
+        for line in crate::transcript::lines(&bytes).flatten() {
+            if let crate::transcript::Line::Exchange {
+                seq,
+                case,
+                tenant,
+                exchange,
+            } = line
+            {
+                if self.unfinished.contains(&case) {
+                    session.rescan(&case, &tenant, seq, &exchange);
+                }
             }
         }
         Ok(())

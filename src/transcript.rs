@@ -70,6 +70,55 @@ enum Record<'a> {
     },
 }
 
+/// One line of a transcript, as read back: the one reader every consumer uses.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Line {
+    /// The first line.
+    Header {
+        /// The run secret's commitment.
+        secret_commitment: String,
+        /// The buyer's challenge (hex), if one was given.
+        #[serde(default)]
+        challenge: Option<String>,
+    },
+    /// One request and what came back.
+    Exchange {
+        /// The line's sequence number.
+        seq: u64,
+        /// The case that made the request.
+        case: String,
+        /// The tenant it was sent as.
+        tenant: String,
+        /// The exchange.
+        exchange: Box<Exchange>,
+    },
+    /// An interrupted run continued here; these cases ran again after this line.
+    Resume {
+        /// The cases run again.
+        #[serde(default)]
+        rerun: Vec<String>,
+    },
+    /// A kind this version does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl Line {
+    /// Reads one line (its bytes, without the newline).
+    pub fn parse(bytes: &[u8]) -> Result<Line, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// Every line of a transcript, in order (empty lines skipped).
+pub fn lines(transcript: &[u8]) -> impl Iterator<Item = Result<Line, String>> + '_ {
+    transcript
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(Line::parse)
+}
+
 /// The transcript's digest and length, as recorded in the report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TranscriptSummary {

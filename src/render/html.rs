@@ -298,9 +298,14 @@ fn requests_by_seq(transcript: &[u8], wanted: &[u64]) -> BTreeMap<u64, String> {
     wanted
         .iter()
         .filter_map(|&seq| {
-            let v: serde_json::Value = serde_json::from_slice(lines.get(seq as usize)?).ok()?;
-            let content = v["exchange"]["request"]["body"]["messages"][0]["content"].as_str()?;
-            (v["seq"].as_u64() == Some(seq)).then(|| (seq, content.to_owned()))
+            let crate::transcript::Line::Exchange {
+                seq: found, exchange, ..
+            } = crate::transcript::Line::parse(lines.get(seq as usize)?).ok()?
+            else {
+                return None;
+            };
+            let content = exchange.request.body.as_ref()?["messages"][0]["content"].as_str()?;
+            (found == seq).then(|| (seq, content.to_owned()))
         })
         .collect()
 }

@@ -561,16 +561,18 @@ pub fn verify(
                 });
             }
             on_check(format!("transcript hash chain intact over {} lines", summary.lines));
-            let header: serde_json::Value = bytes
+            let header = bytes
                 .split(|&b| b == b'\n')
                 .next()
-                .and_then(|line| serde_json::from_slice(line).ok())
-                .unwrap_or_default();
-            let header_challenge = header["challenge"].as_str().map(str::to_owned);
-            if header["kind"] != "header"
-                || header["secret_commitment"] != report.run_secret.commitment.as_str()
-                || header_challenge != report.run_secret.challenge
-            {
+                .and_then(|line| crate::transcript::Line::parse(line).ok());
+            let Some(crate::transcript::Line::Header {
+                secret_commitment,
+                challenge,
+            }) = header
+            else {
+                return Err(VerifyError::TranscriptHeader);
+            };
+            if secret_commitment != report.run_secret.commitment || challenge != report.run_secret.challenge {
                 return Err(VerifyError::TranscriptHeader);
             }
             on_check("the transcript's first line commits to the same run secret and challenge".to_owned());

@@ -36,6 +36,7 @@ use crate::adapter::Exchange;
 use crate::canary::RunSecret;
 use crate::outcome::{FindingCode, Verdict};
 use crate::scan::Scanner;
+use crate::transcript::Line;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the re-check covered.
@@ -79,35 +80,31 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // not from its id: a suite may name its cases as it likes.
     let probe_of: BTreeMap<&str, &str> = report.cases.iter().map(|c| (c.id.as_str(), c.probe.as_str())).collect();
     let runs = |case: &str, probe: &str| probe_of.get(case) == Some(&probe);
-    for line in transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad("transcript", e.to_string()))?;
-        if v["kind"] == "resume" {
-            // The cases an interruption cut short ran again after this line: their
-            // verdicts rest on the new answers. Leaks in the old ones still count.
-            for case in v["rerun"].as_array().into_iter().flatten().filter_map(|c| c.as_str()) {
-                refusals.remove(case);
-                if runs(case, "usage.consistency") {
-                    usage_answers.clear();
+    for (n, line) in crate::transcript::lines(transcript).enumerate() {
+        // Fail closed: a line that does not read (an exchange that does not say whose
+        // it is, say) cannot be judged.
+        let line = line.map_err(|e| bad("transcript", format!("line {}: {e}", n + 1)))?;
+        let (seq, case, tenant, ex) = match line {
+            Line::Exchange {
+                seq,
+                case,
+                tenant,
+                exchange,
+            } => (seq, case, tenant, *exchange),
+            Line::Resume { rerun } => {
+                // The cases an interruption cut short ran again after this line: their
+                // verdicts rest on the new answers. Leaks in the old ones still count.
+                for case in &rerun {
+                    refusals.remove(case);
+                    if runs(case, "usage.consistency") {
+                        usage_answers.clear();
+                    }
                 }
+                continue;
             }
-            continue;
-        }
-        if v["kind"] != "exchange" {
-            continue;
-        }
-        // Fail closed: an exchange that does not say whose it is cannot be judged.
-        let (Some(seq), Some(case), Some(tenant)) = (v["seq"].as_u64(), v["case"].as_str(), v["tenant"].as_str())
-        else {
-            return Err(bad(
-                "transcript",
-                format!(
-                    "an exchange line without its seq, case or tenant: {}",
-                    String::from_utf8_lossy(line).chars().take(120).collect::<String>()
-                ),
-            ));
+            Line::Header { .. } | Line::Other => continue,
         };
-        let case = case.to_owned();
-        let ex: Exchange = serde_json::from_value(v["exchange"].clone()).map_err(|e| bad(&case, e.to_string()))?;
+        let tenant = tenant.as_str();
         responses += 1;
         if matches!(ex.status, Some(300..=399)) {
             redirected.insert(case.clone());
