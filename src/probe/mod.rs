@@ -37,13 +37,14 @@ pub struct Context<'a> {
 
 /// One kind of probe: the code behind every case that names it.
 ///
-/// A new kind is one file that implements this trait and one line in [`REGISTRY`]:
-/// the registry gives it its name in suite files, its parameters' schema
+/// A new kind is one file that implements this trait, its `mod` line here and one
+/// line in [`REGISTRY`]: the registry gives it its name in suite files, its parameters' schema
 /// (`tenantcheck schema case`), their validation, and a place in every run and plan.
 pub trait Probe: 'static {
     /// The name cases give in `probe = "..."`, `area.behaviour`.
     const KIND: &'static str;
-    /// Its `[params]`: unknown fields refused, defaults filled in, the schema derived.
+    /// Its `[params]`, with their defaults and derived schema; mark the type
+    /// `#[serde(deny_unknown_fields)]` so that a misspelt parameter is an error.
     type Params: serde::de::DeserializeOwned
         + Serialize
         + schemars::JsonSchema
