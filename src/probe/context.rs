@@ -326,7 +326,20 @@ impl Search<'_> {
             needle.statement()
         );
         let tail = format!("\n\n{}", needle.question());
-        let prompt = self.sizer.builder().build(tokens, &seed, &head, &[], &tail);
+        let mut prompt = self.sizer.builder().build(tokens, &seed, &head, &[], &tail);
+        // Sized by a ratio learnt on other text, a prompt the local tokenizer counts
+        // over its length is built again, shorter by the excess: a length within the
+        // context must be sent within it, or its refusal says nothing.
+        let mut aim = tokens;
+        for _ in 0..4 {
+            match self.ctx.session.local_tokens(&prompt) {
+                Some(n) if n > tokens => {
+                    aim = aim.saturating_sub(n - tokens).max(64);
+                    prompt = self.sizer.builder().build(aim, &seed, &head, &[], &tail);
+                }
+                _ => break,
+            }
+        }
         let sent_tokens = self.sizer.tokens_of(&prompt);
         let sent = self
             .sizer
