@@ -18,7 +18,7 @@ use tenantcheck::canary::RunSecret;
 use tenantcheck::credential::{Redactor, Secret};
 use tenantcheck::session::Session;
 use tenantcheck::transcript::{Header, Transcript};
-use tenantcheck::vendor::{TenantKey, VendorProfile};
+use tenantcheck::vendor::TenantKey;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
@@ -44,7 +44,7 @@ fn main() {
             secret: key("TENANTCHECK_KEY_B"),
         },
     ];
-    let mut profile = VendorProfile::embedded_sim();
+    let mut profile = tenantcheck::vendor::embedded_sim();
     profile.base_url = base_url.clone();
     profile.max_concurrency = in_flight as u32;
     tenantcheck::install_crypto_provider();

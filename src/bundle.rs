@@ -24,8 +24,7 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const DECLARED_FILE: &str = "declared.json";
 /// The manifest's format.
 pub const FORMAT: &str = "tenantcheck-bundle/v1";
-/// The default bundle name in a run folder.
-pub const BUNDLE_FILE: &str = "bundle.tar";
+pub use crate::run_dir::BUNDLE_FILE;
 
 /// The files of a bundle after the manifest, in archive order.
 pub const MEMBERS: &[&str] = &[

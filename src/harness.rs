@@ -24,6 +24,7 @@ use crate::report::{
     CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, Refused, Report, RunSecretRecord,
     SuiteFile, SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
 };
+use crate::resume::{Resumed, watch_signals};
 use crate::session::Session;
 use crate::sim::{SimConfig, SimServer};
 use crate::suite::{Suite, SuiteError};
@@ -35,8 +36,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Where run folders go by default.
-pub const DEFAULT_RUNS_DIR: &str = "reports/runs";
+pub use crate::run_dir::DEFAULT_RUNS_DIR;
 
 /// The label the run secret derives the case order and the pauses from
 /// (`RunSecret::seed(ORDER, case, 0)` sorts the cases).
@@ -150,6 +150,15 @@ impl From<ProfileError> for HarnessError {
     }
 }
 
+impl From<crate::run_dir::RunDirError> for HarnessError {
+    fn from(e: crate::run_dir::RunDirError) -> Self {
+        HarnessError::RunDir {
+            path: e.path,
+            problem: e.problem,
+        }
+    }
+}
+
 impl From<SuiteError> for HarnessError {
     fn from(e: SuiteError) -> Self {
         HarnessError::Suite(Box::new(e))
@@ -170,7 +179,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let resumed = opts
         .resume
         .as_deref()
-        .map(|dir| Resumed::load(dir, &opts))
+        .map(|dir| Resumed::load(dir, opts.trials.filter.is_some() || !opts.trials.skip.is_empty()))
         .transpose()?;
     let Inputs {
         suite,
@@ -178,7 +187,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         vendor_source,
         profile_sha256,
     } = match &resumed {
-        Some(r) => r.inputs(&opts)?,
+        Some(r) => Inputs::resumed(r, &opts)?,
         None => Inputs::load(&opts)?,
     };
     if opts.trials.list {
@@ -208,7 +217,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         (tenants, Some(sim))
     } else {
         (
-            profile.resolve_credentials(&origin, |name| std::env::var(name).ok())?,
+            crate::vendor::resolve_credentials(&profile, &origin, |name| std::env::var(name).ok())?,
             None,
         )
     };
@@ -216,7 +225,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
 
     let run_dir = match &resumed {
         Some(r) => r.dir.clone(),
-        None => prepare_run_dir(opts.out.as_deref())?,
+        None => crate::run_dir::create(opts.out.as_deref())?,
     };
     let own_key = run_dir.join(key::PRIVATE_KEY_FILE);
     let (signing_key, fresh_key) = match (&opts.key, &resumed) {
@@ -280,14 +289,11 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         source,
     })?;
     let transcript = Arc::new(transcript);
-    let provider = profile
-        .adapter
-        .provider(&profile)
-        .map_err(|e| HarnessError::Unreachable {
-            url: profile.base_url().to_owned(),
-            tenant: "-".into(),
-            error: e.to_string(),
-        })?;
+    let provider = crate::adapter::provider(&profile).map_err(|e| HarnessError::Unreachable {
+        url: profile.base_url().to_owned(),
+        tenant: "-".into(),
+        error: e.to_string(),
+    })?;
     // The run's events: the progress line on a terminal, and the outcomes the report
     // is built from.
     let outcomes = Arc::new(Outcomes::default());
@@ -303,7 +309,11 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             .with_stop(stop),
     );
     if let Some(r) = &resumed {
-        r.rescan(&session, &transcript_path)?;
+        r.rescan(&session, &transcript_path)
+            .map_err(|source| HarnessError::Write {
+                path: transcript_path.clone(),
+                source,
+            })?;
     }
     runtime.block_on(preflight(&session, &origin))?;
 
@@ -564,17 +574,39 @@ impl Inputs {
     pub(crate) fn load(opts: &RunOptions) -> Result<Inputs, HarnessError> {
         let (profile, vendor_source, profile_sha256) = match &opts.vendor {
             Some(path) => {
-                let profile = VendorProfile::load(path)?;
+                let profile = crate::vendor::load(path)?;
                 let sha = std::fs::read(path).ok().map(|b| crate::sha256_hex(&b));
                 (profile, path.display().to_string(), sha)
             }
-            None => (VendorProfile::embedded_sim(), "embedded".to_owned(), None),
+            None => (crate::vendor::embedded_sim(), "embedded".to_owned(), None),
         };
         Inputs {
             suite: Self::suite(opts)?,
             profile,
             vendor_source,
             profile_sha256,
+        }
+        .limited(opts)
+    }
+
+    /// The inputs of a resumed run: the suite (which must be the one that ran) and
+    /// the profile as its report recorded them.
+    fn resumed(r: &Resumed, opts: &RunOptions) -> Result<Inputs, HarnessError> {
+        let suite = Inputs::suite(opts)?;
+        if suite.digest != r.report.suite.digest {
+            return Err(HarnessError::RunDir {
+                path: r.dir.clone(),
+                problem: format!(
+                    "its run used suite {}, this is suite {}: resume with the suite it ran (--suite)",
+                    r.report.suite.digest, suite.digest
+                ),
+            });
+        }
+        Inputs {
+            suite,
+            profile: r.report.vendor.profile.clone(),
+            vendor_source: r.report.vendor.source.clone(),
+            profile_sha256: r.report.vendor.profile_sha256.clone(),
         }
         .limited(opts)
     }
@@ -597,140 +629,6 @@ impl Inputs {
         }
         Ok(self)
     }
-}
-
-/// An interrupted run being continued (`run --resume DIR`).
-struct Resumed {
-    dir: PathBuf,
-    /// Its report, verified with its transcript and the folder's public key.
-    report: Report,
-    public: ed25519_dalek::VerifyingKey,
-    /// The cases to run again.
-    unfinished: Vec<String>,
-    /// When it was resumed.
-    at: String,
-}
-
-impl Resumed {
-    fn load(dir: &Path, opts: &RunOptions) -> Result<Resumed, HarnessError> {
-        let problem = |problem: String| HarnessError::RunDir {
-            path: dir.to_owned(),
-            problem,
-        };
-        if opts.trials.filter.is_some() || !opts.trials.skip.is_empty() {
-            return Err(problem(
-                "--resume runs exactly the cases the interruption left unfinished: leave out the filter and --skip"
-                    .into(),
-            ));
-        }
-        let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| problem(format!("cannot read {name}: {e}")));
-        let envelope = read(ENVELOPE_FILE)?;
-        let transcript = read(TRANSCRIPT_FILE)?;
-        let public = key::read_public(&dir.join(key::PUBLIC_KEY_FILE))?;
-        let verified = crate::report::verify(&envelope, &public, Some(&transcript), None, |_| {})
-            .map_err(|e| problem(format!("its report does not verify, so it cannot be continued: {e}")))?;
-        let report = verified.report().clone();
-        let unfinished = match (&report.interrupted, &report.refused) {
-            (Some(i), _) => i.unfinished.clone(),
-            (None, Some(r)) => r.unfinished.clone(),
-            (None, None) => {
-                return Err(problem(
-                    "its run was not interrupted or stopped: there is nothing to resume".into(),
-                ));
-            }
-        };
-        Ok(Resumed {
-            dir: dir.to_owned(),
-            unfinished,
-            report,
-            public,
-            at: crate::now_rfc3339(),
-        })
-    }
-
-    /// The suite (which must be the one that ran) and the profile as the report
-    /// recorded them.
-    fn inputs(&self, opts: &RunOptions) -> Result<Inputs, HarnessError> {
-        let suite = Inputs::suite(opts)?;
-        if suite.digest != self.report.suite.digest {
-            return Err(HarnessError::RunDir {
-                path: self.dir.clone(),
-                problem: format!(
-                    "its run used suite {}, this is suite {}: resume with the suite it ran (--suite)",
-                    self.report.suite.digest, suite.digest
-                ),
-            });
-        }
-        Inputs {
-            suite,
-            profile: self.report.vendor.profile.clone(),
-            vendor_source: self.report.vendor.source.clone(),
-            profile_sha256: self.report.vendor.profile_sha256.clone(),
-        }
-        .limited(opts)
-    }
-
-    /// Registers every canary the first part issued and scans its answers to the
-    /// unfinished cases for them, so that a leak in a case cut short still fails it
-    /// when it runs again.
-    fn rescan(&self, session: &Session, transcript: &Path) -> Result<(), HarnessError> {
-        session.preload(&self.report.canaries);
-        let bytes = std::fs::read(transcript).map_err(|source| HarnessError::Write {
-            path: transcript.to_owned(),
-            source,
-        })?;
-        // The report was verified with this transcript before: every line reads.
-        for line in crate::transcript::lines(&bytes).flatten() {
-            if let crate::transcript::Line::Exchange {
-                seq,
-                case,
-                tenant,
-                exchange,
-            } = line
-            {
-                if self.unfinished.contains(&case) {
-                    session.rescan(&case, &tenant, seq, &exchange);
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Catches SIGINT and SIGTERM: the first sets the returned flag to the signal's name
-/// (the session sends nothing more, the run writes an incomplete report), the second
-/// ends the process at once with [`exit::INTERRUPTED`].
-fn watch_signals(runtime: &tokio::runtime::Runtime) -> tokio::sync::watch::Receiver<Option<&'static str>> {
-    let (tx, rx) = tokio::sync::watch::channel(None);
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        // Registered before this returns, so that no signal from here on kills the run.
-        let signals = runtime.block_on(async { (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) });
-        if let (Ok(mut int), Ok(mut term)) = signals {
-            runtime.spawn(async move {
-                let name = tokio::select! {
-                    _ = int.recv() => "SIGINT",
-                    _ = term.recv() => "SIGTERM",
-                };
-                let _ = tx.send(Some(name));
-                eprintln!(
-                    "\n{name}: sending stops; requests in flight get {} s; an incomplete signed report follows ({name} again ends at once)",
-                    crate::session::IN_FLIGHT_GRACE.as_secs()
-                );
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                }
-                std::process::exit(i32::from(exit::INTERRUPTED));
-            });
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (runtime, tx);
-    }
-    rx
 }
 
 /// The multi-threaded runtime every request runs on.
@@ -760,7 +658,12 @@ pub(crate) fn start_sim(
             secret: Secret::random_sim_key(),
         })
         .collect();
-    let mut config = SimConfig::new(tenants.iter().map(|t| (t.label.clone(), t.secret.clone())).collect());
+    let mut config = SimConfig::new(
+        tenants
+            .iter()
+            .map(|t| (t.label.clone(), crate::sim::ApiKey::new(t.secret.expose())))
+            .collect(),
+    );
     config.model = profile.model.clone();
     config.context = profile.context_window as usize;
     let listen = "127.0.0.1:0".parse().expect("a valid address");
@@ -842,33 +745,6 @@ fn redact_report(report: &Report, redactor: &Redactor) -> Report {
         std::borrow::Cow::Borrowed(_) => report.clone(),
         std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).expect("redaction keeps JSON valid"),
     }
-}
-
-fn prepare_run_dir(out: Option<&Path>) -> Result<PathBuf, HarnessError> {
-    let dir = match out {
-        Some(d) => d.to_owned(),
-        None => {
-            let stamp: String = crate::now_rfc3339()
-                .chars()
-                .take(19)
-                .filter(|c| c.is_ascii_digit() || *c == 'T')
-                .collect();
-            Path::new(DEFAULT_RUNS_DIR).join(format!("{stamp}Z-{}", crate::hex(&crate::random_bytes::<2>())))
-        }
-    };
-    let problem = |problem: String| HarnessError::RunDir {
-        path: dir.clone(),
-        problem,
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| problem(e.to_string()))?;
-    for file in [TRANSCRIPT_FILE, ENVELOPE_FILE] {
-        if dir.join(file).exists() {
-            return Err(problem(format!(
-                "already holds a run ({file}); fix: choose another --out, or remove the old run"
-            )));
-        }
-    }
-    Ok(dir)
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {

@@ -5,52 +5,49 @@
 //! exchange in a hash-chained [`transcript`], and emits a signed [`report`]: an
 //! in-toto Statement in a DSSE envelope, signed with ed25519.
 //!
-//! The pieces, one module per concept:
+//! Three crates. What a run records and what checks it, with no async runtime and no
+//! HTTP, is `tenantcheck-evidence`; its modules are re-exported here under the same
+//! names ([`canary`], [`scan`], [`prompt`], [`tokenizer`], [`outcome`], [`threat`],
+//! [`version`], [`judge`], [`report`], and the format inside [`transcript`] and
+//! [`vendor`]). The reference vendor is `tenantcheck-sim`, re-exported as [`sim`]. This
+//! crate holds what sends requests, runs cases and prints, one module per concept:
 //!
-//! - [`vendor`]: the vendor profile (TOML) that says where and how to reach a vendor;
+//! - [`vendor`]: loading a vendor profile (TOML) and reading its tenants' credentials;
 //! - [`credential`]: tenant secrets and the redactor that keeps them out of every artifact;
-//! - [`adapter`]: the `Provider` trait and the OpenAI-compatible implementation;
-//! - [`canary`] and [`scan`]: markers derived from the run secret, and the scanner that
-//!   finds them in responses to the wrong tenant;
-//! - [`prompt`]: prompts of a target token length, with needles and records at depths;
-//! - [`suite`], [`probe`], [`outcome`]: the cases as data, the code that runs each kind,
-//!   and what a run of one case concludes;
-//! - [`session`], [`harness`]: one run's connection to the vendor, and the libtest-mimic
-//!   harness that turns cases into trials;
-//! - [`transcript`], [`report`], [`schema`]: the evidence, and the JSON Schemas of every
-//!   file read or written;
-//! - [`sim`]: the reference vendor, the suite's own test bed and its embedded default;
-//! - [`bundle`]: the one file a buyer receives;
+//! - [`adapter`]: the `Provider` trait and its implementations (OpenAI-compatible,
+//!   Anthropic, Workers AI, a program on stdio);
+//! - [`suite`], [`probe`]: the cases as data, and the code that runs each kind;
+//! - [`session`], [`harness`], [`event`]: one run's connection to the vendor, the
+//!   libtest-mimic harness that turns cases into trials, and the events between them;
+//! - [`transcript`] (the redacting writer), [`run_dir`] (a run's files), [`resume`]
+//!   (signals and `--resume`), [`plan`] (`run --plan`);
+//! - [`render`], [`bundle`], [`schema`], [`inert`]: the renderings, the one file a buyer
+//!   receives, the JSON Schemas of every file read or written, vendor text made inert;
 //! - [`exit`]: the exit codes of the `tenantcheck` binary.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub use tenantcheck_evidence::{canary, judge, outcome, prompt, report, scan, threat, tokenizer, version};
+pub use tenantcheck_sim as sim;
+
 pub mod adapter;
 pub mod advisory;
 pub mod bundle;
-pub mod canary;
 pub mod credential;
 pub mod event;
 pub mod exit;
 pub mod harness;
 pub mod inert;
-pub mod judge;
-pub mod outcome;
 pub mod plan;
 pub mod probe;
-pub mod prompt;
 pub mod render;
-pub mod report;
-pub mod scan;
+pub mod resume;
+pub mod run_dir;
 pub mod schema;
 pub mod session;
-pub mod sim;
 pub mod suite;
-pub mod threat;
-pub mod tokenizer;
 pub mod transcript;
 pub mod vendor;
-pub mod version;
 
 /// The version of this tool, as recorded in every report.
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -64,28 +61,8 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Lowercase hexadecimal encoding of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-/// SHA-256 of `bytes`, hex-encoded.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex(&sha2::Sha256::digest(bytes))
-}
-
-/// Fills a fresh array with bytes from the operating system's CSPRNG.
-pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut buf = [0u8; N];
-    getrandom::fill(&mut buf).expect("the operating system's random source failed");
-    buf
-}
+pub use tenantcheck_evidence::hex;
+pub(crate) use tenantcheck_evidence::{random_bytes, sha256_hex};
 
 /// The current time as an RFC 3339 UTC timestamp with milliseconds.
 pub(crate) fn now_rfc3339() -> String {

@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tenantcheck::credential::Secret;
 use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
 use tenantcheck::inert::{Sink, inert};
 use tenantcheck::report::{self, key};
+use tenantcheck::run_dir;
 use tenantcheck::schema::Schema;
 use tenantcheck::sim::{Chaos, Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
 
@@ -298,7 +298,7 @@ fn main() -> ExitCode {
             challenge.as_ref().map(|c| c.0.as_slice()),
         ),
         Command::Bundle { run_dir, out } => {
-            let out = out.unwrap_or_else(|| run_dir.join(tenantcheck::bundle::BUNDLE_FILE));
+            let out = out.unwrap_or_else(|| run_dir.join(run_dir::BUNDLE_FILE));
             match tenantcheck::bundle::write(&run_dir, &out) {
                 Ok(()) => {
                     say!("wrote {}", out.display());
@@ -358,7 +358,7 @@ fn sim(args: SimArgs) -> u8 {
         };
         match std::env::var(env) {
             Ok(v) if v.chars().count() >= tenantcheck::vendor::MIN_CREDENTIAL_CHARS => {
-                tenants.push((label.to_owned(), Secret::new(v)))
+                tenants.push((label.to_owned(), tenantcheck::sim::ApiKey::new(v)))
             }
             Ok(v) if !v.is_empty() => {
                 tell!(
@@ -536,11 +536,10 @@ fn render(envelope: &Path, key: Option<&Path>, transcript: Option<&Path>, output
         tell!("error: name at least one of --html FILE, --md FILE, --junit FILE");
         return exit::SETUP_ERROR;
     }
-    let beside = |name: &str| envelope.parent().unwrap_or(Path::new(".")).join(name);
-    let key = key.map_or_else(|| beside(key::PUBLIC_KEY_FILE), Path::to_owned);
+    let key = key.map_or_else(|| run_dir::beside(envelope, run_dir::PUBLIC_KEY_FILE), Path::to_owned);
     let transcript = transcript
         .map(Path::to_owned)
-        .or_else(|| Some(beside(report::TRANSCRIPT_FILE)).filter(|p| p.exists()));
+        .or_else(|| run_dir::existing_beside(envelope, run_dir::TRANSCRIPT_FILE));
     let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
     let inputs = read(envelope).and_then(|env| {
         let t = transcript.as_deref().map(read).transpose()?;
@@ -607,13 +606,9 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
             return exit::SETUP_ERROR;
         }
     };
-    let beside = envelope
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(report::TRANSCRIPT_FILE);
     let transcript_path = match transcript {
         Some(p) => Some(p.to_owned()),
-        None => beside.exists().then_some(beside),
+        None => run_dir::existing_beside(envelope, run_dir::TRANSCRIPT_FILE),
     };
     let transcript_bytes = match &transcript_path {
         Some(p) => match std::fs::read(p) {

@@ -76,7 +76,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
         let path = scratch.join("transcript.jsonl");
         let transcript =
             Transcript::create(&path, redactor, &header).map_err(|source| HarnessError::Write { path, source })?;
-        let provider = dry.adapter.provider(&dry).map_err(|e| HarnessError::Unreachable {
+        let provider = crate::adapter::provider(&dry).map_err(|e| HarnessError::Unreachable {
             url: dry.base_url().to_owned(),
             tenant: "-".into(),
             error: e.to_string(),

@@ -6,7 +6,6 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
 use tenantcheck::schema::Schema;
 use tenantcheck::suite::{BUILTIN_ADVISORIES, BUILTIN_FILES, Suite};
-use tenantcheck::vendor::VendorProfile;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -56,7 +55,7 @@ fn main() {
     for path in profiles {
         let name = format!("vendors/{}", path.file_name().unwrap().to_string_lossy());
         trials.push(Trial::test(name, move || {
-            VendorProfile::load(&path).map_err(|e| e.to_string())?;
+            tenantcheck::vendor::load(&path).map_err(|e| e.to_string())?;
             Ok(())
         }));
     }

@@ -242,7 +242,7 @@ struct Body {
 impl Body {
     /// The next chunk; `Ok(None)` at the end. A wait longer than `idle` and a body
     /// past `max_response_bytes` end the reading with an error.
-    async fn chunk(&mut self) -> Result<Option<axum::body::Bytes>, TransportError> {
+    async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, TransportError> {
         let next = tokio::time::timeout(self.limits.idle, self.response.chunk()).await;
         let chunk = match next {
             Err(_) => {

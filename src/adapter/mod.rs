@@ -24,10 +24,14 @@ pub use openai::OpenAiChat;
 pub use sse::{SseFrame, SseParser};
 pub use workers_ai::WorkersAi;
 
+pub use tenantcheck_evidence::exchange::{
+    ApiError, Exchange, RecordedRequest, Timings, TransportError, TransportErrorKind, Usage,
+};
+
 use crate::credential::Secret;
+use crate::vendor::{AdapterKind, VendorProfile};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -204,153 +208,22 @@ impl Message {
     }
 }
 
-/// Everything observed about one request and its answer.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Exchange {
-    /// The request as sent, without headers (no credential is ever recorded).
-    pub request: RecordedRequest,
-    /// The HTTP status, when an answer arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    /// Response headers worth keeping (content type, request ids, rate limits).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, String>,
-    /// The raw response body of a non-streaming answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-    /// The frames of a streaming answer, in arrival order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub frames: Vec<SseFrame>,
-    /// The assistant text, assembled from the body or the frames.
-    #[serde(default)]
-    pub content: String,
-    /// The finish reason the vendor gave, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_reason: Option<String>,
-    /// Token usage as the vendor reported it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    /// An error object in the body or in a stream frame.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_error: Option<ApiError>,
-    /// Set when no complete answer arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport_error: Option<TransportError>,
-    /// The id of a stored object the answer created or returned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub object_id: Option<String>,
-    /// The client stopped reading the stream on purpose (the request's
-    /// `cancel_after`) and closed the connection.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cancelled: bool,
-    /// How long it took.
-    pub timings: Timings,
-}
-
-impl Exchange {
-    /// Whether the vendor answered 2xx.
-    pub fn is_success(&self) -> bool {
-        matches!(self.status, Some(200..=299)) && self.transport_error.is_none()
-    }
-
-    /// Every piece of text the vendor sent back: the assembled content, the raw body
-    /// and each frame's data. This is what scanners read, so that a leak hidden in an
-    /// error message or an unusual field is seen too.
-    pub fn returned_text(&self) -> String {
-        let mut text = self.content.clone();
-        if let Some(body) = &self.body {
-            text.push('\n');
-            text.push_str(body);
+/// Builds the adapter that `profile` names.
+pub fn provider(profile: &VendorProfile) -> Result<std::sync::Arc<dyn Provider>, TransportError> {
+    let timeout = std::time::Duration::from_secs(profile.request_timeout_secs);
+    let limits = Limits {
+        timeout,
+        idle: std::time::Duration::from_secs(profile.idle_timeout_secs.unwrap_or(profile.request_timeout_secs)),
+        max_response_bytes: profile.max_response_bytes,
+    };
+    Ok(match profile.adapter {
+        AdapterKind::OpenaiChat => std::sync::Arc::new(OpenAiChat::new(profile.base_url(), &profile.model, limits)?),
+        AdapterKind::Anthropic => {
+            std::sync::Arc::new(AnthropicMessages::new(profile.base_url(), &profile.model, limits)?)
         }
-        for f in &self.frames {
-            text.push('\n');
-            text.push_str(&f.data);
-        }
-        if let Some(e) = &self.api_error {
-            text.push('\n');
-            text.push_str(&e.message);
-        }
-        text
-    }
-}
-
-/// The request as recorded in the transcript.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RecordedRequest {
-    /// `GET` or `POST`.
-    pub method: String,
-    /// The full URL.
-    pub url: String,
-    /// The JSON body, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<serde_json::Value>,
-    /// Whether `body` is a string sent as is (a deliberately malformed body).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub raw: bool,
-}
-
-/// Token usage as reported by the vendor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Usage {
-    /// Tokens in the prompt.
-    pub prompt_tokens: u64,
-    /// Tokens generated.
-    pub completion_tokens: u64,
-    /// Prompt tokens the vendor says it served from a prompt cache
-    /// (`prompt_tokens_details.cached_tokens`; llama.cpp's `timings.cache_n`), when it
-    /// says.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_tokens: Option<u64>,
-}
-
-/// An error object sent by the vendor, in a body or a stream frame.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ApiError {
-    /// The error's `type`, if given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// The error's `code`, if given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
-    /// The error's message.
-    pub message: String,
-}
-
-/// A request that got no complete answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
-#[error("{kind:?}: {message}")]
-pub struct TransportError {
-    /// What failed.
-    pub kind: TransportErrorKind,
-    /// The client library's description.
-    pub message: String,
-}
-
-/// What failed in transport.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum TransportErrorKind {
-    /// No connection could be made.
-    Connect,
-    /// The request or the answer took longer than the profile allows.
-    Timeout,
-    /// The request could not be sent.
-    Request,
-    /// The answer broke off or could not be read.
-    Body,
-    /// The answer was larger than the profile's `max_response_bytes`; the rest was not
-    /// read.
-    TooLarge,
-    /// The answer broke HTTP or the API's format: a body that is not JSON, a content
-    /// encoding that was not asked for.
-    Protocol,
-    /// The run was interrupted (SIGINT, SIGTERM) while the request was in flight; the
-    /// connection was closed without waiting for the answer.
-    Interrupted,
-    /// The request's URL was not on the origin of the profile's `base_url` (an object
-    /// id that named another host, say); it was not sent.
-    OffOrigin,
+        AdapterKind::WorkersAi => std::sync::Arc::new(WorkersAi::new(profile.base_url(), &profile.model, limits)?),
+        AdapterKind::Command => std::sync::Arc::new(CommandAdapter::new(profile.command.clone(), timeout)),
+    })
 }
 
 /// How much of an answer the harness reads, and how long it waits for it.
@@ -366,7 +239,7 @@ pub struct Limits {
 
 impl Limits {
     /// The default most bytes of one answer: 32 MiB.
-    pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 << 20;
+    pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = tenantcheck_evidence::profile::DEFAULT_MAX_RESPONSE_BYTES;
 }
 
 /// `timeout` for the whole exchange and for each wait, and the default size cap.
@@ -378,19 +251,6 @@ impl From<std::time::Duration> for Limits {
             max_response_bytes: Limits::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
-}
-
-/// How long an exchange took, in milliseconds from just before sending.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Timings {
-    /// Until the response headers arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_byte_ms: Option<f64>,
-    /// Until the first frame carrying content arrived (streaming only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_token_ms: Option<f64>,
-    /// Until the answer was complete (or failed).
-    pub total_ms: f64,
 }
 
 #[cfg(test)]

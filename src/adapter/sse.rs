@@ -5,20 +5,7 @@
 //! the joined `data` lines. Comments and unknown fields are ignored, as the grammar
 //! says. It keeps only the incomplete tail between calls.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-/// One server-sent event.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SseFrame {
-    /// The `event:` field, when one was given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event: Option<String>,
-    /// The `data:` lines, joined with newlines.
-    pub data: String,
-    /// Milliseconds from the start of the request until the frame was complete.
-    pub at_ms: f64,
-}
+pub use tenantcheck_evidence::exchange::SseFrame;
 
 /// Incremental SSE parser.
 #[derive(Debug, Default)]

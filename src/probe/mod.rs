@@ -7,16 +7,6 @@
 //! pass says what it exercised; a probe that could not reach its condition is
 //! inconclusive, never pass; a foreign canary is never explained away.
 
-pub mod cache;
-pub mod concurrency;
-pub mod context;
-pub mod declared;
-pub mod errors;
-pub mod isolation;
-pub mod objects;
-pub mod stream;
-pub mod usage;
-
 use crate::adapter::ChatRequest;
 use crate::advisory::Advisory;
 use crate::outcome::{Coverage, Finding, LeakEvidence, Outcome, Verdict};
@@ -37,8 +27,9 @@ pub struct Context<'a> {
 
 /// One kind of probe: the code behind every case that names it.
 ///
-/// A new kind is one file that implements this trait, its `mod` line here and one
-/// line in [`REGISTRY`]: the registry gives it its name in suite files, its parameters' schema
+/// A new kind is one file that implements this trait and one line in the `registry!`
+/// of this module (its module and its type): the registry gives it its name in suite
+/// files, its parameters' schema
 /// (`tenantcheck schema case`), their validation, and a place in every run and plan.
 pub trait Probe: 'static {
     /// The name cases give in `probe = "..."`, `area.behaviour`.
@@ -71,20 +62,28 @@ pub trait Probe: 'static {
     }
 }
 
-/// Every kind of probe, in the order `tenantcheck schema case` lists them.
-pub const REGISTRY: &[Kind] = &[
-    Kind::of::<isolation::CanaryResidue>(),
-    Kind::of::<context::Boundary>(),
-    Kind::of::<context::Recall>(),
-    Kind::of::<usage::Consistency>(),
-    Kind::of::<errors::Semantics>(),
-    Kind::of::<stream::Integrity>(),
-    Kind::of::<declared::KvPool>(),
-    Kind::of::<declared::Advisories>(),
-    Kind::of::<objects::CrossTenant>(),
-    Kind::of::<concurrency::Binding>(),
-    Kind::of::<cache::CrossTenantTiming>(),
-];
+/// Declares each probe's module and its entry in [`REGISTRY`], so that a new kind of
+/// probe is one file and one line below.
+macro_rules! registry {
+    ($($module:ident :: { $($probe:ident),+ },)*) => {
+        $(pub mod $module;)*
+
+        /// Every kind of probe, in the order `tenantcheck schema case` lists them.
+        pub const REGISTRY: &[Kind] = &[$($(Kind::of::<$module::$probe>(),)+)*];
+    };
+}
+
+registry! {
+    isolation::{CanaryResidue},
+    context::{Boundary, Recall},
+    usage::{Consistency},
+    errors::{Semantics},
+    stream::{Integrity},
+    declared::{KvPool, Advisories},
+    objects::{CrossTenant},
+    concurrency::{Binding},
+    cache::{CrossTenantTiming},
+}
 
 /// A registered kind of probe, its type erased.
 pub struct Kind {

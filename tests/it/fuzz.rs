@@ -245,8 +245,8 @@ proptest! {
     #[test]
     fn the_profile_loader_refuses_or_accepts_any_edit_without_panicking(text in mutated(SIM_PROFILE)) {
         let origin = Path::new("fuzz.toml");
-        if let Ok(profile) = tenantcheck::vendor::VendorProfile::from_toml(&text, origin) {
-            let _ = profile.validate(origin);
+        if let Ok(profile) = tenantcheck::vendor::from_toml(&text, origin) {
+            let _ = tenantcheck::vendor::validate(&profile, origin);
         }
     }
 

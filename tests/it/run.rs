@@ -392,7 +392,7 @@ async fn the_adapter_reads_streams_bodies_and_errors_alike() {
     use tenantcheck::sim::{SimConfig, SimServer};
 
     let key = Secret::new("adapter-key");
-    let mut config = SimConfig::new(vec![("a".into(), key.clone())]);
+    let mut config = SimConfig::new(vec![("a".into(), tenantcheck::sim::ApiKey::new(key.expose()))]);
     config.context = 256;
     let sim = SimServer::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let client = OpenAiChat::new(&sim.base_url(), "sim-1", std::time::Duration::from_secs(10)).unwrap();

@@ -20,7 +20,7 @@ pub struct Rule {
 }
 
 /// A level's decision from its sequential test and the vendor's cached-token reports.
-pub(crate) fn decide(control: bool, test: Decision, cached_reported: u32, cached_prefix: u32) -> CacheDecision {
+pub fn decide(control: bool, test: Decision, cached_reported: u32, cached_prefix: u32) -> CacheDecision {
     // The vendor's own report of reuse counts for the control when it says so in most
     // pairs; across keys, once is enough.
     let reported_reuse = cached_reported > 0 && cached_prefix * 2 > cached_reported;

@@ -176,9 +176,8 @@ pub struct Marks {
 }
 
 /// The form a canary takes in a prompt.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Form {
     /// The whole customer record.
@@ -305,9 +304,8 @@ pub struct Canary {
 pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Account holder:", "Member details:"];
 
 /// A part of a canary the scanner looks for.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
     /// Two or more of the invented names that mark a tenant's prose (no canary: the

@@ -31,18 +31,40 @@ pub mod model;
 pub mod prefix;
 pub mod scheduler;
 mod server;
-pub use crate::tokenizer;
+pub use tenantcheck_evidence::tokenizer;
 
 pub use chaos::Chaos;
 pub use engine::{Engine, EngineError, Generation};
 pub use prefix::PrefixCacheScope;
 
-use crate::credential::Secret;
+use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// An API key the reference vendor accepts; never shown (its `Debug` is redacted).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// A key with this value.
+    pub fn new(value: impl Into<String>) -> Self {
+        ApiKey(value.into())
+    }
+
+    /// The value, for the comparison with a request's bearer token.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([REDACTED])")
+    }
+}
 
 /// A fault the reference vendor can be told to have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -162,7 +184,7 @@ pub struct SimConfig {
     /// The most prompt tokens `silent-truncate` keeps; `None`: half the context.
     pub truncate_to: Option<usize>,
     /// Tenants: label and API key.
-    pub tenants: Vec<(String, Secret)>,
+    pub tenants: Vec<(String, ApiKey)>,
     /// Who shares the prompt-prefix cache (the fault `global-prefix-cache` makes it
     /// global).
     pub prefix_cache: PrefixCacheScope,
@@ -199,7 +221,7 @@ impl SimConfig {
     /// context, 16-token pages, one pool for two full contexts, a per-tenant prefix
     /// cache, 1 µs of prefill per uncached token, 1 ms per streamed token, a batch of
     /// 256.
-    pub fn new(tenants: Vec<(String, Secret)>) -> Self {
+    pub fn new(tenants: Vec<(String, ApiKey)>) -> Self {
         SimConfig {
             model: "sim-1".into(),
             context: 8192,

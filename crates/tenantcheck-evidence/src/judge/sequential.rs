@@ -22,7 +22,7 @@
 
 /// What the observations so far decide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     /// Neither hypothesis rejected yet.
     Undecided,
     /// p ≤ 1/2 rejected: there is an effect.
@@ -33,7 +33,7 @@ pub(crate) enum Decision {
 
 /// The state of one sequential test.
 #[derive(Clone, Debug)]
-pub(crate) struct SequentialTest {
+pub struct SequentialTest {
     threshold: f64,
     p1: f64,
     n: u32,

@@ -226,7 +226,10 @@ impl Sim {
 
     /// A successful answer, as a body or a stream, carried through a decode slot.
     async fn reply(self: &Arc<Self>, delivery: Delivery, reply: Reply) -> Response {
-        let id = format!("chatcmpl-{}", crate::hex(&crate::random_bytes::<12>()));
+        let id = format!(
+            "chatcmpl-{}",
+            tenantcheck_evidence::hex(&tenantcheck_evidence::random_bytes::<12>())
+        );
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -588,7 +591,10 @@ async fn create_response(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: 
                 .await;
         }
     };
-    let id = format!("resp_{}", crate::hex(&crate::random_bytes::<12>()));
+    let id = format!(
+        "resp_{}",
+        tenantcheck_evidence::hex(&tenantcheck_evidence::random_bytes::<12>())
+    );
     if req.store {
         sim.stored.lock().expect("store lock poisoned").insert(
             id.clone(),

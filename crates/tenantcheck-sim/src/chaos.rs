@@ -120,7 +120,7 @@ pub fn echo_forms(key: &str) -> Vec<String> {
         STANDARD.encode(format!("Bearer {key}")),
         URL_SAFE_NO_PAD.encode(key),
         key.bytes().map(|b| format!("%{b:02X}")).collect(),
-        crate::hex(key.as_bytes()),
+        tenantcheck_evidence::hex(key.as_bytes()),
         key.chars().map(String::from).collect::<Vec<_>>().join(" "),
         format!("{}\n{}", &key[..half], &key[half..]),
     ]

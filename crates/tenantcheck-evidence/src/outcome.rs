@@ -2,11 +2,11 @@
 //! findings that point at transcript entries.
 
 use crate::canary::Fragment;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The verdict on one case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The case's condition was exercised and the vendor met the requirement.
@@ -32,7 +32,8 @@ impl Verdict {
 }
 
 /// The result of running one case.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Outcome {
     /// The verdict.
     pub verdict: Verdict,
@@ -66,7 +67,8 @@ pub struct Outcome {
 /// 95% lower confidence bound (Clopper–Pearson) is taken, and the power is the chance
 /// of at least one echoed leak had every exposure drawn on another tenant's content:
 /// `1 - Π (1 - echo_low)^exposures`. A case passes only with `power >= min_power`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Power {
     /// What was asked of the model, in words.
     pub control: String,
@@ -88,7 +90,8 @@ pub struct Power {
 }
 
 /// The echo of one canary form on short prompts.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FormTrial {
     /// The form tried.
     pub form: crate::canary::Form,
@@ -129,7 +132,8 @@ impl FormTrial {
 }
 
 /// The positive control at one length.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EchoBand {
     /// The prompt length aimed for, in tokens.
     pub tokens: u64,
@@ -326,7 +330,8 @@ pub fn lower_bound(k: u64, n: u64, alpha: f64) -> f64 {
 /// One level of a prefix-cache timing test: which key sent a prompt, which key then
 /// sent a prompt sharing its prefix (hit arm) or a fresh one (miss arm), and what
 /// the times to answer say.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimingLevel {
     /// `same key` (the control), `same organisation` or `other organisation`.
     pub level: String,
@@ -352,7 +357,8 @@ pub struct TimingLevel {
 }
 
 /// One hit/miss pair of a timing test.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimingPair {
     /// Milliseconds to the answer of the prompt sharing the prefix.
     pub hit_ms: f64,
@@ -365,7 +371,8 @@ pub struct TimingPair {
 }
 
 /// What one timing level decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CacheDecision {
     /// Control: repeating a prefix with the same key is faster: a cache exists.
@@ -383,7 +390,8 @@ pub enum CacheDecision {
 }
 
 /// One prompt length a probe tried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SweepPoint {
     /// Tokens sent.
     pub tokens: u64,
@@ -394,7 +402,8 @@ pub struct SweepPoint {
 }
 
 /// How a vendor handled one prompt length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SweepResult {
     /// 200, and the prompt was processed correctly.
@@ -431,7 +440,8 @@ impl Outcome {
 }
 
 /// What a case exercised.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Coverage {
     /// Requests sent (including retries and calibration).
     pub requests: u64,
@@ -446,7 +456,8 @@ pub struct Coverage {
 }
 
 /// One thing the vendor did wrong (or, for [`FindingCode::ToolBug`], tenantcheck did).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Finding {
     /// What kind of misbehaviour.
     pub code: FindingCode,
@@ -459,7 +470,8 @@ pub struct Finding {
 }
 
 /// Named vendor misbehaviours; they double as finding codes in reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub enum FindingCode {
     /// A canary of one tenant appeared in a response to another tenant (T1).
@@ -503,7 +515,8 @@ pub enum FindingCode {
 
 /// The evidence of a canary in an answer it does not belong to: another tenant's (a
 /// leak), or another request's of the same tenant (a misrouted answer).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LeakEvidence {
     /// The canary's id (`owner/case/index`); re-derivable from the run secret.
     pub canary_id: String,

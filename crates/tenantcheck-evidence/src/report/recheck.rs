@@ -32,8 +32,8 @@
 //!   `SharedPrefixCache` findings.
 
 use super::{Report, VerifyError};
-use crate::adapter::Exchange;
 use crate::canary::RunSecret;
+use crate::exchange::Exchange;
 use crate::outcome::{FindingCode, Verdict};
 use crate::scan::Scanner;
 use crate::transcript::Line;

@@ -111,7 +111,7 @@ fn special_tokens(text: &str) -> Vec<String> {
 /// What is wrong with the answer to a request that had to be refused, if anything: a
 /// 2xx without an error, content beside an error frame, or a refusal that is not a 4xx
 /// with an error body. `verify` re-judges the transcript with the same function.
-pub fn improper_refusal(ex: &crate::adapter::Exchange) -> Option<String> {
+pub fn improper_refusal(ex: &crate::exchange::Exchange) -> Option<String> {
     let status = ex.status?;
     let success = (200..300).contains(&status);
     if success && ex.api_error.is_none() {

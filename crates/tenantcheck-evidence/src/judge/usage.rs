@@ -1,10 +1,10 @@
 //! The rule of `usage.consistency`, which `verify` re-applies: reported prompt and
 //! completion tokens against what was sent and received (see `probe::usage`).
 
-use crate::adapter::Exchange;
+use crate::exchange::Exchange;
 use crate::outcome::{Finding, FindingCode};
+use crate::profile::LocalTokenizer;
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN};
-use crate::vendor::LocalTokenizer;
 use serde::Deserialize;
 
 /// Template tokens allowed for on top of the message's own count.
@@ -110,7 +110,7 @@ pub fn judge(p: &Rule, local: Option<LocalTokenizer>, answered: &[Answered]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::Usage;
+    use crate::exchange::Usage;
 
     #[test]
     fn zero_prompt_tokens_is_a_mismatch_even_without_a_local_tokenizer() {

@@ -15,12 +15,11 @@ mod recheck;
 
 use crate::canary::RunSecret;
 use crate::outcome::{Outcome, Verdict};
+use crate::profile::VendorProfile;
 use crate::threat::{Severity, Threat};
 use crate::transcript::{ChainError, TranscriptSummary, verify_chain};
-use crate::vendor::VendorProfile;
 use dsse::{Envelope, PAYLOAD_TYPE};
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -55,7 +54,8 @@ pub const MARKDOWN_FILE: &str = "report.md";
 pub const JUNIT_FILE: &str = "report.junit.xml";
 
 /// The evidence of one run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Report {
     /// [`FORMAT_VERSION`] of the tool that wrote it.
@@ -99,7 +99,8 @@ pub struct Report {
 }
 
 /// Why the vendor's refusals stopped a run, and what it left undone.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Refused {
     /// The run of refusals that stopped it.
@@ -114,7 +115,8 @@ pub struct Refused {
 }
 
 /// How a run was interrupted, and what it left undone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Interruption {
     /// The signal (`SIGINT`, `SIGTERM`).
@@ -127,7 +129,8 @@ pub struct Interruption {
 }
 
 /// Canaries issued to one tenant in one case: indices 0 to `count` - 1.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct IssuedCanaries {
     /// The tenant.
     pub owner: String,
@@ -138,7 +141,8 @@ pub struct IssuedCanaries {
 }
 
 /// The tool that wrote a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolInfo {
     /// `tenantcheck`.
     pub name: String,
@@ -147,7 +151,8 @@ pub struct ToolInfo {
 }
 
 /// Cases by verdict.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Totals {
     /// Passed.
     pub passed: u32,
@@ -160,7 +165,8 @@ pub struct Totals {
 }
 
 /// The vendor as it was profiled.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VendorRecord {
     /// Where the profile came from: a path, or `embedded` for the built-in
     /// reference vendor.
@@ -173,7 +179,8 @@ pub struct VendorRecord {
 }
 
 /// The suite that ran.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SuiteRecord {
     /// SHA-256 of the suite's canonical form.
     pub digest: String,
@@ -182,7 +189,8 @@ pub struct SuiteRecord {
 }
 
 /// One suite file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SuiteFile {
     /// The case's id.
     pub id: String,
@@ -193,7 +201,8 @@ pub struct SuiteFile {
 }
 
 /// The run secret, committed and revealed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunSecretRecord {
     /// SHA-256 commitment, recorded before the first request.
     pub commitment: String,
@@ -207,7 +216,8 @@ pub struct RunSecretRecord {
 }
 
 /// The transcript a report rests on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TranscriptRecord {
     /// Its file name in the run folder.
     pub file: String,
@@ -217,7 +227,8 @@ pub struct TranscriptRecord {
 }
 
 /// One case's result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CaseReport {
     /// The case's id.
     pub id: String,
@@ -419,16 +430,16 @@ pub enum VerifyError {
 /// # Example: sign and verify
 ///
 /// ```
-/// use tenantcheck::outcome::Verdict;
-/// use tenantcheck::report::{self, key, Report, RunSecretRecord, SuiteRecord, ToolInfo, Totals,
+/// use tenantcheck_evidence::outcome::Verdict;
+/// use tenantcheck_evidence::report::{self, key, Report, RunSecretRecord, SuiteRecord, ToolInfo, Totals,
 ///     TranscriptRecord, VendorRecord};
 ///
 /// let transcript = b"";
 /// let seed = [7u8; 32];
-/// let secret = tenantcheck::canary::RunSecret::derive(&seed, b"buyer-nonce");
+/// let secret = tenantcheck_evidence::canary::RunSecret::derive(&seed, b"buyer-nonce");
 /// let report = Report {
 ///     format_version: report::FORMAT_VERSION,
-///     tool: ToolInfo { name: "tenantcheck".into(), version: tenantcheck::TOOL_VERSION.into() },
+///     tool: ToolInfo { name: "tenantcheck".into(), version: "0.1.0".into() },
 ///     started_at: "2026-12-02T00:00:00Z".into(),
 ///     finished_at: "2026-12-02T00:00:01Z".into(),
 ///     verdict: Verdict::Skipped,
@@ -436,18 +447,21 @@ pub enum VerifyError {
 ///     vendor: VendorRecord {
 ///         source: "embedded".into(),
 ///         profile_sha256: None,
-///         profile: tenantcheck::vendor::VendorProfile::embedded_sim(),
+///         profile: serde_json::from_str(r#"{"name": "v", "adapter": "openai-chat",
+///             "base_url": "http://127.0.0.1:1/v1", "model": "m", "context_window": 4096,
+///             "tenants": [{"label": "a", "credential_env": "KEY_A"},
+///                         {"label": "b", "credential_env": "KEY_B"}]}"#).unwrap(),
 ///     },
 ///     suite: SuiteRecord { digest: "0".repeat(64), files: vec![] },
 ///     run_secret: RunSecretRecord {
 ///         commitment: secret.commitment(),
 ///         revealed: secret.to_hex(),
 ///         seed: "07".repeat(32),
-///         challenge: Some(tenantcheck::hex(b"buyer-nonce")),
+///         challenge: Some(tenantcheck_evidence::hex(b"buyer-nonce")),
 ///     },
 ///     transcript: TranscriptRecord {
 ///         file: report::TRANSCRIPT_FILE.into(),
-///         summary: tenantcheck::transcript::verify_chain(transcript).unwrap(),
+///         summary: tenantcheck_evidence::transcript::verify_chain(transcript).unwrap(),
 ///     },
 ///     canaries: vec![],
 ///     cases: vec![],
@@ -599,7 +613,8 @@ pub fn verify(
 
 /// Why the session stopped sending: the vendor refused every request of a run of
 /// them.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Refusal {
     /// The tenant whose requests were refused last.
     pub tenant: String,

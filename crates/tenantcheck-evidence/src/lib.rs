@@ -1,0 +1,68 @@
+//! tenantcheck's evidence: what a run records and what anyone can check without the
+//! program that made it.
+//!
+//! An auditor builds this crate alone (no async runtime, no HTTP, no CLI) to re-check a
+//! report: [`report::verify`] checks the signature, the transcript's hash chain, the run
+//! secret's commitment, and re-derives every verdict the report states from the answers
+//! the transcript holds, with the same judges the run used.
+//!
+//! The pieces, one module per concept:
+//!
+//! - [`canary`] and [`scan`]: markers derived from the run secret, and the scanner that
+//!   finds them (whole, fragmentary, garbled) in what another tenant got back;
+//! - [`prompt`]: prompts of a target token length, with needles and records at depths
+//!   (regenerated from the run secret);
+//! - [`tokenizer`]: the reference vendor's toy tokenizer, the one local tokenizer;
+//! - [`exchange`]: one request and its answer, as adapters return it and the transcript
+//!   records it;
+//! - [`profile`]: the vendor profile a report embeds;
+//! - [`transcript`]: the hash-chained JSON lines and their one typed reader;
+//! - [`outcome`], [`threat`], [`version`]: what a case concludes, the threat catalogue,
+//!   engine versions;
+//! - [`judge`]: the pure rules that turn recorded answers into findings, shared by the
+//!   run and the re-check;
+//! - [`report`]: the signed report (an in-toto Statement in a DSSE envelope, ed25519),
+//!   its keys, and `verify`.
+//!
+//! The rule of the cut: evidence never depends on the code that produced it. The
+//! `tenantcheck` package (adapters, session, probes, harness, renderers, the reference
+//! vendor, the binary) depends on this crate and re-exports its modules under the same
+//! names.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod canary;
+pub mod exchange;
+pub mod judge;
+pub mod outcome;
+pub mod profile;
+pub mod prompt;
+pub mod report;
+pub mod scan;
+pub mod threat;
+pub mod tokenizer;
+pub mod transcript;
+pub mod version;
+
+/// Lowercase hexadecimal encoding of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// SHA-256 of `bytes`, hex-encoded.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(bytes))
+}
+
+/// Fills a fresh array with bytes from the operating system's CSPRNG.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut buf = [0u8; N];
+    getrandom::fill(&mut buf).expect("the operating system's random source failed");
+    buf
+}

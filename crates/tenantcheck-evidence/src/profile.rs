@@ -1,0 +1,305 @@
+//! [`VendorProfile`]: where a vendor is, how it was reached, and as whom, as the
+//! report records it.
+//!
+//! A profile is a TOML file (see `vendors/`). It names the adapter, the base URL, the
+//! model, the advertised context window, and at least two tenants. A tenant names the
+//! environment variable that holds its credential, never the credential itself, so the
+//! profile is embedded whole in every report. Loading and validating a file, and reading
+//! the credentials, belong to the program that runs the suite (`tenantcheck::vendor`).
+
+use serde::{Deserialize, Serialize};
+
+/// A vendor profile, as written in `vendors/*.toml`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct VendorProfile {
+    /// A human name for the vendor and deployment, shown in reports.
+    pub name: String,
+    /// Which API the vendor speaks.
+    pub adapter: AdapterKind,
+    /// Base URL of the API, up to and including the version segment
+    /// (for example `https://api.example.com/v1`).
+    pub base_url: String,
+    /// The model identifier sent in every request.
+    pub model: String,
+    /// The context window the vendor advertises for this model, in tokens.
+    pub context_window: u64,
+    /// The accounts the suite acts as; at least two.
+    pub tenants: Vec<TenantSpec>,
+    /// How long one request may take, in seconds.
+    #[serde(default = "default_timeout")]
+    pub request_timeout_secs: u64,
+    /// How long to wait for more of an answer once its headers arrived (between two
+    /// stream events, or two pieces of a body), in seconds; default: the whole
+    /// request's timeout (a first token may follow a long prefill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    /// The most bytes of one answer that are read (a body, or a whole stream); the
+    /// rest is left unread and the exchange is recorded as too large. Default 32 MiB.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
+    /// After this many answers in a row with the same 5xx status to requests that
+    /// should succeed, the run stops sending: the vendor is down, not under test. The
+    /// remaining cases are inconclusive and the report is signed. (A 401 or 403 to
+    /// such a request stops the run at once.) Default 20.
+    #[serde(default = "default_stop_after_server_errors")]
+    pub stop_after_server_errors: u32,
+    /// How many requests may be in flight at once, over all tenants.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: u32,
+    /// With `adapter = "command"`: the program and its arguments, started once and
+    /// spoken to in JSON lines on its standard input and output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Whether the vendor honours a per-request prefix-cache isolation key (vLLM's
+    /// `cache_salt`); the timing case then gives each tenant its own salt.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_salt: bool,
+    /// Whether the API stores responses (the OpenAI Responses API's `store`, `GET
+    /// /responses/{id}`, `previous_response_id`); `objects.cross-tenant` is skipped
+    /// without them.
+    #[serde(default)]
+    pub stored_responses: bool,
+    /// A tokenizer tenantcheck has built in that counts exactly as the vendor's does;
+    /// prompts are then sized by it instead of by the vendor's reported usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<LocalTokenizer>,
+    /// What the vendor charges, for `--budget-usd` and `--plan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
+    /// Facts the vendor declares about its deployment; reported as declared, beside
+    /// what the suite measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<Declared>,
+    /// The vendor's answers to the questions buyers ask after cross-tenant incidents;
+    /// reported as declared, with the unanswered ones listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questionnaire: Option<Questionnaire>,
+}
+
+/// A vendor's prices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    /// US dollars per million prompt (input) tokens.
+    pub prompt_usd_per_million: f64,
+    /// US dollars per million completion (output) tokens.
+    pub completion_usd_per_million: f64,
+}
+
+impl Prices {
+    /// The cost of `prompt` and `completion` tokens, in US dollars.
+    pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (prompt as f64 * self.prompt_usd_per_million + completion as f64 * self.completion_usd_per_million) / 1e6
+    }
+}
+
+/// A vendor's answers to the questions buyers ask after cross-tenant incidents.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Questionnaire {
+    /// How are prompt caches and KV pages isolated between customers?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_isolation: Option<String>,
+    /// Are KV pages cleared, or integrity-tagged, before another request reuses them?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_clearing: Option<String>,
+    /// How is each node's KV pool checked against the advertised context after a change?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_checks: Option<String>,
+    /// Which engine versions run, and when were they last patched?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_patching: Option<String>,
+    /// Who is told of a breach, within what time, with which details (customers
+    /// affected, kinds of data)?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breach_notification: Option<String>,
+}
+
+impl Questionnaire {
+    /// Each question with its answer, if given.
+    pub fn answers(&self) -> [(&'static str, Option<&str>); 5] {
+        [
+            (
+                "How are prompt caches and KV pages isolated between customers?",
+                self.cache_isolation.as_deref(),
+            ),
+            (
+                "Are KV pages cleared, or integrity-tagged, before another request reuses them?",
+                self.page_clearing.as_deref(),
+            ),
+            (
+                "How is each node's KV pool checked against the advertised context after a change?",
+                self.pool_checks.as_deref(),
+            ),
+            (
+                "Which engine versions run, and when were they last patched?",
+                self.engine_patching.as_deref(),
+            ),
+            (
+                "Who is told of a breach, within what time, with which details (customers affected, kinds of data)?",
+                self.breach_notification.as_deref(),
+            ),
+        ]
+    }
+}
+
+/// A tokenizer built into tenantcheck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum LocalTokenizer {
+    /// The reference vendor's toy tokenizer.
+    TenantcheckSim,
+}
+
+impl LocalTokenizer {
+    /// Tokens in `text`.
+    pub fn count(self, text: &str) -> u64 {
+        match self {
+            LocalTokenizer::TenantcheckSim => crate::tokenizer::count(text) as u64,
+        }
+    }
+}
+
+/// What a vendor declares about its deployment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Declared {
+    /// The inference engine (`sglang`, `vllm`, `llama.cpp`, `tenantcheck-sim`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Its version (dotted numbers, such as `0.5.21`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
+    /// The KV pool of each node role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<DeclaredNode>,
+    /// Whether KV transfers are checksummed (SGLang's
+    /// `--disaggregation-enable-kv-checksum`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_checksum: Option<bool>,
+    /// Whether KV canaries (integrity tags on pages) are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_canaries: Option<bool>,
+    /// Who shares the prompt-prefix cache, as the vendor declares it: a measured sharing
+    /// within this scope is reported as a declared risk instead of a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_scope: Option<CacheScope>,
+}
+
+/// Who shares a prompt-prefix cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CacheScope {
+    /// No prefix cache, or none shared between keys.
+    Key,
+    /// Keys of one organisation share.
+    Org,
+    /// Every customer shares.
+    Global,
+}
+
+/// One node role's KV pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredNode {
+    /// `prefill`, `decode` or `unified`.
+    pub role: NodeRole,
+    /// The KV pool, in tokens.
+    pub kv_pool_tokens: u64,
+}
+
+/// A node's role in serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum NodeRole {
+    Prefill,
+    Decode,
+    Unified,
+}
+
+/// One tenant (account) the suite acts as.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// A short label used in transcripts and findings (`a`, `b`, `buyer-1`).
+    pub label: String,
+    /// The environment variable that holds this tenant's credential.
+    pub credential_env: String,
+    /// The organisation (billing account) the credential belongs to; tenants with the
+    /// same `org` are keys of one organisation. Default: an organisation of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org: Option<String>,
+}
+
+impl TenantSpec {
+    /// The tenant's organisation: its `org`, or its label when it has none.
+    pub fn org(&self) -> &str {
+        self.org.as_deref().unwrap_or(&self.label)
+    }
+}
+
+/// The API dialect a vendor speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum AdapterKind {
+    /// OpenAI-compatible `POST {base_url}/chat/completions` with bearer keys
+    /// (OpenAI, vLLM, SGLang, llama.cpp's server, TGI, and the reference vendor).
+    OpenaiChat,
+    /// The Anthropic Messages API: `POST {base_url}/messages` with `x-api-key`.
+    Anthropic,
+    /// Cloudflare Workers AI's native REST API: `POST {base_url}/run/{model}` with a
+    /// bearer token, answers in its `result`/`errors` envelope.
+    WorkersAi,
+    /// Any API, through the program in `command`, speaking JSON lines on stdio (see
+    /// `tenantcheck schema command`).
+    Command,
+}
+
+impl AdapterKind {
+    /// Whether the API has stored responses and per-request cache salts.
+    pub fn openai_extensions(self) -> bool {
+        matches!(self, AdapterKind::OpenaiChat)
+    }
+}
+
+fn default_timeout() -> u64 {
+    120
+}
+
+fn default_max_response_bytes() -> u64 {
+    DEFAULT_MAX_RESPONSE_BYTES
+}
+
+fn default_stop_after_server_errors() -> u32 {
+    20
+}
+
+fn default_concurrency() -> u32 {
+    4
+}
+
+/// The default cap on one answer's size, in bytes (`max_response_bytes`).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 << 20;
+
+/// The shortest credential accepted. Every artifact is redacted of every credential, so
+/// a two-letter "key" would be cut out of ordinary words in the evidence.
+pub const MIN_CREDENTIAL_CHARS: usize = 8;
+
+impl VendorProfile {
+    /// `base_url` with any trailing slash removed.
+    pub fn base_url(&self) -> &str {
+        self.base_url.trim_end_matches('/')
+    }
+}
