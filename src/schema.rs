@@ -102,7 +102,7 @@ struct CaseHeader {
     description: String,
     /// The requirement, as one sentence with MUST or MUST NOT.
     requirement: String,
-    /// The threat it covers (T1–T10).
+    /// The threat it covers (T1–T12).
     threat: Threat,
     /// How bad a failure is.
     severity: Severity,

@@ -102,6 +102,9 @@ pub struct Session {
     redirects: std::sync::Mutex<Vec<(String, Redirect)>>,
 }
 
+/// How the transcript names a request made with no credential.
+pub const NO_KEY: &str = "(no key)";
+
 /// What a healthy vendor answers a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Expect {
@@ -112,6 +115,9 @@ enum Expect {
     /// Possibly a denial (a fetch of an object that may be another tenant's: 403 and
     /// 404 are right answers).
     Denial,
+    /// Success, but a server error is what the case is looking for (a load that may
+    /// overwhelm the vendor): it does not count towards stopping the run.
+    Load,
 }
 
 /// The run of identical refusals so far.
@@ -310,7 +316,7 @@ impl Session {
     /// to one counts towards the profile's `stop_after_server_errors`.
     fn note_refusal(&self, tenant: &str, expect: Expect, seq: u64, ex: &Exchange) {
         let refusal = match (ex.status, expect) {
-            (Some(401), Expect::Success | Expect::Refusal) => Some((401, 1)),
+            (Some(401), Expect::Success | Expect::Refusal | Expect::Load) => Some((401, 1)),
             (Some(403), Expect::Success) => Some((403, 1)),
             (Some(s @ 500..=599), Expect::Success) => Some((s, self.profile.stop_after_server_errors)),
             _ => None,
@@ -553,6 +559,16 @@ impl Session {
 
     /// Sends a chat request as `tenant` and records it under `case`.
     pub async fn chat(&self, case: &str, tenant: &str, request: &ChatRequest) -> Result<Sent, SessionError> {
+        self.chat_expecting(case, tenant, request, Expect::Success).await
+    }
+
+    async fn chat_expecting(
+        &self,
+        case: &str,
+        tenant: &str,
+        request: &ChatRequest,
+        expect: Expect,
+    ) -> Result<Sent, SessionError> {
         let text: usize = request.messages.iter().map(|m| m.content.len()).sum();
         let tokens = match self.profile.tokenizer {
             Some(t) => request.messages.iter().map(|m| t.count(&m.content)).sum(),
@@ -562,7 +578,7 @@ impl Session {
             .call(
                 case,
                 tenant,
-                Expect::Success,
+                expect,
                 (tokens, u64::from(request.max_tokens)),
                 || serde_json::to_value(request).unwrap_or_default(),
                 |p, key| p.chat(key, request),
@@ -570,6 +586,13 @@ impl Session {
             .await?;
         self.note_seeding(request, sent.seq);
         Ok(sent)
+    }
+
+    /// Sends a chat request as `tenant` that is part of a load the case puts on the
+    /// vendor: like [`Session::chat`], but its server errors are findings to judge,
+    /// not a sign to stop the run.
+    pub async fn chat_load(&self, case: &str, tenant: &str, request: &ChatRequest) -> Result<Sent, SessionError> {
+        self.chat_expecting(case, tenant, request, Expect::Load).await
     }
 
     /// Lists models as `tenant` (a credential check) and records it under `case`.
@@ -581,6 +604,30 @@ impl Session {
             (0, 0),
             || serde_json::json!({ "op": "list_models" }),
             |p, key| p.list_models(key),
+        )
+        .await
+    }
+
+    /// Asks `method path` on the vendor's origin (an engine's or gateway's own endpoint)
+    /// as `tenant`, or with no key at all when `tenant` is `None` (recorded as
+    /// [`NO_KEY`]), and records it under `case`. A refusal is a right answer here.
+    pub async fn endpoint(
+        &self,
+        case: &str,
+        tenant: Option<&str>,
+        method: &str,
+        path: &str,
+    ) -> Result<Sent, SessionError> {
+        let first = self.tenants.first().map(|t| t.label.clone()).unwrap_or_default();
+        let key_of = tenant.unwrap_or(&first);
+        self.call_as(
+            case,
+            key_of,
+            tenant.unwrap_or(NO_KEY),
+            Expect::Denial,
+            (0, 0),
+            || serde_json::json!({ "op": "endpoint", "method": method, "path": path }),
+            |p, key| p.endpoint(tenant.map(|_| key), method, path),
         )
         .await
     }
@@ -663,6 +710,24 @@ impl Session {
         case: &str,
         tenant: &str,
         expect: Expect,
+        cost: (u64, u64),
+        describe: impl Fn() -> serde_json::Value,
+        request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
+    ) -> Result<Sent, SessionError> {
+        self.call_as(case, tenant, tenant, expect, cost, describe, request)
+            .await
+    }
+
+    /// [`Session::call`], recorded in the transcript as `recorded_as` (a request made
+    /// with no key at all is recorded as [`NO_KEY`], though the closure gets `tenant`'s
+    /// key, which it does not send).
+    #[allow(clippy::too_many_arguments)]
+    async fn call_as<'a>(
+        &'a self,
+        case: &str,
+        tenant: &str,
+        recorded_as: &str,
+        expect: Expect,
         (prompt_tokens, max_tokens): (u64, u64),
         describe: impl Fn() -> serde_json::Value,
         request: impl Fn(&'a dyn Provider, &'a crate::credential::Secret) -> crate::adapter::BoxFuture<'a, Exchange>,
@@ -696,8 +761,8 @@ impl Session {
                 }
             };
             let wait = retry_after(&exchange, attempt);
-            let sent = self.record(case, tenant, exchange)?;
-            self.note_refusal(tenant, expect, sent.seq, &sent.exchange);
+            let sent = self.record(case, recorded_as, exchange)?;
+            self.note_refusal(recorded_as, expect, sent.seq, &sent.exchange);
             // Every attempt is in the transcript; a retry is charged like any request,
             // and none is made past the budget.
             match wait {

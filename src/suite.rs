@@ -5,7 +5,7 @@
 //! path below the suite folder with `/` written as `.` and without `.toml`
 //! (`suite/isolation/canary-residue.toml` is `isolation.canary-residue`). Each file has
 //! one header: `id`, `description`, `requirement` (the MUST sentence a buyer reads),
-//! `threat` (T1–T10), `severity`, `probe`, `references`, and a `[params]` table that
+//! `threat` (T1–T12), `severity`, `probe`, `references`, and a `[params]` table that
 //! the probe validates.
 //!
 //! The suite's digest is the SHA-256 of its canonical form: the JSON array of the

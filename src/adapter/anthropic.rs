@@ -124,6 +124,15 @@ impl Provider for AnthropicMessages {
         Box::pin(self.http.send(credential, self.post(body, raw), None, &Anthropic))
     }
 
+    fn endpoint<'a>(
+        &'a self,
+        credential: Option<&'a Secret>,
+        method: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Exchange> {
+        Box::pin(self.http.endpoint(credential, method, path, &Anthropic))
+    }
+
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
         let mut problems: Vec<String> = super::http::content_type_problem(ex).into_iter().collect();
         let kinds: Vec<&str> = ex.frames.iter().map(|f| f.event.as_deref().unwrap_or("")).collect();

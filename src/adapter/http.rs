@@ -109,6 +109,47 @@ impl Http {
         cancel_after: Option<u32>,
         dialect: &dyn Dialect,
     ) -> Exchange {
+        self.send_as(Some(credential), recorded, cancel_after, dialect).await
+    }
+
+    /// The request `method path` on the origin itself (an engine's or gateway's own
+    /// endpoint, such as `/slots`), with `credential` or with none. `path` must start
+    /// with `/`; the URL is checked to stay on the origin like any other.
+    pub async fn endpoint(
+        &self,
+        credential: Option<&Secret>,
+        method: &str,
+        path: &str,
+        dialect: &dyn Dialect,
+    ) -> Exchange {
+        let url = format!("{}{path}", self.origin.origin().ascii_serialization());
+        let recorded = RecordedRequest {
+            method: method.to_owned(),
+            url,
+            body: (method != "GET").then(|| Value::Object(Default::default())),
+            raw: false,
+        };
+        if !path.starts_with('/') || path.starts_with("//") {
+            return Exchange {
+                transport_error: Some(TransportError {
+                    kind: TransportErrorKind::OffOrigin,
+                    message: format!("the endpoint path {path:?} does not start with one `/`; nothing was sent"),
+                }),
+                request: recorded,
+                ..Exchange::default()
+            };
+        }
+        self.send_as(credential, recorded, None, dialect).await
+    }
+
+    /// [`Http::send`], with a credential or without one.
+    async fn send_as(
+        &self,
+        credential: Option<&Secret>,
+        recorded: RecordedRequest,
+        cancel_after: Option<u32>,
+        dialect: &dyn Dialect,
+    ) -> Exchange {
         let started = Instant::now();
         let ms = || started.elapsed().as_secs_f64() * 1e3;
         let mut ex = Exchange {
@@ -135,9 +176,10 @@ impl Http {
                 .post(&ex.request.url)
                 .json(body.as_ref().unwrap_or(&Value::Null)),
         };
-        builder = match self.auth {
-            Auth::Bearer => builder.bearer_auth(credential.expose()),
-            Auth::Header(name) => builder.header(name, credential.expose()),
+        builder = match (self.auth, credential) {
+            (_, None) => builder,
+            (Auth::Bearer, Some(key)) => builder.bearer_auth(key.expose()),
+            (Auth::Header(name), Some(key)) => builder.header(name, key.expose()),
         };
         for (name, value) in &self.fixed {
             builder = builder.header(*name, *value);

@@ -64,6 +64,19 @@ pub trait Provider: Send + Sync {
     /// the vendor must refuse it.
     fn invalid<'a>(&'a self, credential: &'a Secret, kind: InvalidRequest, stream: bool) -> BoxFuture<'a, Exchange>;
 
+    /// Asks `method path` on the vendor's origin (the engine's or gateway's own
+    /// endpoints, such as `/slots` or `/metrics`, outside the API's base path) with
+    /// `credential`, or with no credential at all. Never another origin.
+    fn endpoint<'a>(
+        &'a self,
+        credential: Option<&'a Secret>,
+        method: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Exchange> {
+        let _ = (credential, method, path);
+        Box::pin(async { not_offered("adapter", "way to ask an engine's own endpoints") })
+    }
+
     /// How a complete, successful stream breaks this API's event grammar (its terminal
     /// event, one id, JSON data, usage); empty when it keeps it.
     fn stream_problems(&self, ex: &Exchange) -> Vec<String>;
@@ -176,6 +189,21 @@ pub struct ChatRequest {
     /// whose profile says they honour one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_salt: Option<String>,
+    /// Sampling parameters other than the default greedy decoding (a request that must
+    /// be recognisable by them); `None`: temperature 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
+}
+
+/// Sampling parameters of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// `temperature`.
+    pub temperature: f64,
+    /// `top_p`.
+    pub top_p: f64,
+    /// `seed`, where the API takes one.
+    pub seed: u64,
 }
 
 impl ChatRequest {

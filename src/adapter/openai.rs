@@ -54,6 +54,11 @@ impl OpenAiChat {
         if request.stream {
             body["stream_options"] = json!({ "include_usage": true });
         }
+        if let Some(sampling) = request.sampling {
+            body["temperature"] = json!(sampling.temperature);
+            body["top_p"] = json!(sampling.top_p);
+            body["seed"] = json!(sampling.seed);
+        }
         if let Some(salt) = &request.cache_salt {
             body["cache_salt"] = json!(salt);
         }
@@ -129,6 +134,15 @@ impl Provider for OpenAiChat {
             raw,
         };
         Box::pin(self.send(credential, recorded, None))
+    }
+
+    fn endpoint<'a>(
+        &'a self,
+        credential: Option<&'a Secret>,
+        method: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Exchange> {
+        Box::pin(self.http.endpoint(credential, method, path, &OpenAi))
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {

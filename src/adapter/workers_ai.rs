@@ -108,6 +108,15 @@ impl Provider for WorkersAi {
         Box::pin(self.http.send(credential, recorded, None, &Envelope))
     }
 
+    fn endpoint<'a>(
+        &'a self,
+        credential: Option<&'a Secret>,
+        method: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Exchange> {
+        Box::pin(self.http.endpoint(credential, method, path, &Envelope))
+    }
+
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
         let mut problems: Vec<String> = super::http::content_type_problem(ex).into_iter().collect();
         match ex.frames.iter().position(|f| f.data == "[DONE]") {

@@ -7,7 +7,12 @@
 //! length that is, and bisection between the two down to `resolution`. Before every
 //! long request another tenant sends a short prompt of canary records, so that a
 //! mis-admitted request finds another tenant's residue to read. Each prompt holds a
-//! needle (a fact) at its start and asks for it at its end.
+//! needle (a fact) at its start and asks for it at its end. Last, a prompt that fits
+//! the context asks for more tokens than the room it leaves, and asks the model to
+//! write without end: it must be refused, or stopped at the context; more completion
+//! than the room is a silent context shift (the engine dropped the head of the
+//! conversation to go on generating), a fail. An answer that stops early leaves this
+//! unexercised: inconclusive, never a pass.
 //!
 //! A length is *processed correctly* when the answer is 200, recalls the needle and
 //! holds no foreign canary; the effective context is the longest prompt so processed,
@@ -226,6 +231,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     let baseline = b.try_length(short).await?;
     let at_top = b.try_length(top).await?;
     let past_refused = b.past_context(context).await?;
+    let overrun = b.past_generation(context).await?;
     let effective = if at_top == Processed::Correctly {
         b.longest_correct()
     } else {
@@ -251,8 +257,16 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     };
     let mut outcome = conclude(
         b.findings,
-        if baseline == Processed::Correctly && past_refused {
-            Ok(format!("{effective_text}; past the context: refused; {spent}"))
+        if baseline == Processed::Correctly && past_refused && overrun.is_ok() {
+            Ok(format!(
+                "{effective_text}; past the context: refused; {}; {spent}",
+                overrun.as_deref().unwrap_or_default()
+            ))
+        } else if baseline == Processed::Correctly && past_refused {
+            Err(format!(
+                "{}; {effective_text}; {spent}",
+                overrun.err().unwrap_or_default()
+            ))
         } else if baseline == Processed::Correctly {
             // Fail closed: a server error or no answer past the context is not the
             // refusal the case must see.
@@ -260,8 +274,11 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
                 "the prompt past the context was not refused with a client error or an error frame, so admission past it is unknown; {effective_text}; {spent}"
             ))
         } else {
+            let overrun = match &overrun {
+                Ok(what) | Err(what) => what,
+            };
             Err(format!(
-                "the model did not recall a needle at {short} tokens, so recall at length says nothing; {effective_text}; {spent}"
+                "the model did not recall a needle at {short} tokens, so recall at length says nothing; {effective_text}; {overrun}; {spent}"
             ))
         },
         c,
@@ -466,6 +483,124 @@ impl Search<'_> {
             ));
         }
         Ok(refused(ex))
+    }
+
+    /// A prompt that fits the context, asking for more tokens than the room it leaves:
+    /// the vendor must refuse it, or stop generating at the context. An answer with
+    /// more completion than the room (by the vendor's own usage, or by the local
+    /// tokenizer's count of the answer) means generation went on past the end of the
+    /// context: the engine dropped the head of the conversation, instructions first,
+    /// and said nothing (llama.cpp's context shift). Whether the model would write that
+    /// long does not matter: it is asked to, and an answer that stops early leaves the
+    /// check unexercised, never passed. `Ok`: what the vendor did, when it kept the
+    /// rule (or broke it, with the finding made); `Err`: why it is unknown.
+    async fn past_generation(&mut self, context: u64) -> Result<Result<String, String>, SessionError> {
+        let ask = (context / 100).max(256);
+        let mut target = context.saturating_sub(ask / 2);
+        let mut why = String::new();
+        for _ in 0..2 {
+            self.seed().await?;
+            let seed = self.sizer.filler(&self.prober);
+            let tail = self.ctx.session.secret().pick(
+                "context.overrun",
+                &[
+                    "\n\nNow count upward from one, writing every number in words, one per line, and never stop.",
+                    "\n\nNow write the numbers from one upward in words, one per line, without stopping.",
+                    "\n\nNow count aloud from one, each number in words on its own line, and do not stop.",
+                ],
+            );
+            let mut prompt = self.sizer.builder().build(target, &seed, "", &[], tail);
+            // As for the other lengths: a prompt the local tokenizer counts over its
+            // target is built again shorter, so that it fits the context for sure.
+            let mut aim = target;
+            for _ in 0..4 {
+                match self.ctx.session.local_tokens(&prompt) {
+                    Some(n) if n > target => {
+                        aim = aim.saturating_sub(n - target).max(64);
+                        prompt = self.sizer.builder().build(aim, &seed, "", &[], tail);
+                    }
+                    _ => break,
+                }
+            }
+            let estimated = self.sizer.tokens_of(&prompt);
+            let local_prompt = self.ctx.session.local_tokens(&prompt);
+            let sent = self.sizer.send_other(&self.prober, prompt, ask as u32, false).await?;
+            self.scan(&sent, "");
+            let ex = &sent.exchange;
+            let at = sent.seq;
+            if refused(ex) {
+                return Ok(if estimated + ask / 4 <= context {
+                    Ok(format!(
+                        "a prompt that fits, asking for {ask} tokens past its room: refused (transcript #{at})"
+                    ))
+                } else {
+                    Err(format!(
+                        "the prompt meant to fit the context with {ask} tokens to generate was refused (transcript #{at}), but it may itself have been past the context, so generation past the context is untested"
+                    ))
+                });
+            }
+            if !ex.is_success() {
+                return Ok(Err(format!(
+                    "a prompt that fits, asking for {ask} tokens past its room, got {} (transcript #{at}): generation past the context is untested",
+                    describe(ex)
+                )));
+            }
+            let local = self.ctx.session.local_tokens(&ex.content);
+            let (prompt_tokens, completion, counted_by) = match ex.usage {
+                // The larger of what the vendor says and what was counted here: a vendor
+                // that under-reports cannot hide an overrun that way.
+                Some(u) => (
+                    u.prompt_tokens.max(local_prompt.unwrap_or(0)),
+                    u.completion_tokens.max(local.unwrap_or(0)),
+                    "its usage",
+                ),
+                None => (
+                    estimated,
+                    local.unwrap_or_else(|| self.sizer.builder().tokens_for(ex.content.len())),
+                    "tenantcheck's count (no usage)",
+                ),
+            };
+            let total = prompt_tokens + completion;
+            // Without usage or a local tokenizer the counts are estimates: only a clear
+            // overrun counts.
+            let over = if ex.usage.is_some() || local.is_some() {
+                total > context
+            } else {
+                total > context + context / 20
+            };
+            if over {
+                self.finding(
+                    FindingCode::ContextShifted,
+                    format!(
+                        "a {prompt_tokens}-token prompt asking for {ask} tokens, {} more than the context of {context} leaves, was answered 200 with {completion} completion tokens ({prompt_tokens} + {completion} = {total}, by {counted_by}; finish reason {}): generation ran past the end of the context, so the engine dropped the head of the conversation without a word (transcript #{at})",
+                        (prompt_tokens + ask).saturating_sub(context),
+                        ex.finish_reason.as_deref().unwrap_or("none")
+                    ),
+                    None,
+                );
+                return Ok(Ok(format!(
+                    "generation past the context: not stopped (transcript #{at})"
+                )));
+            }
+            if prompt_tokens + ask <= context {
+                // The prompt came out shorter than meant: nothing asked past the context.
+                why = format!(
+                    "the prompt meant to leave less room than its {ask} tokens to generate had {prompt_tokens} tokens by {counted_by} (transcript #{at})"
+                );
+                target += context - (prompt_tokens + ask) + ask / 4;
+                continue;
+            }
+            let room = context.saturating_sub(prompt_tokens);
+            if completion + 8 >= room || ex.finish_reason.as_deref() == Some("length") {
+                return Ok(Ok(format!(
+                    "a prompt that fits, asking for {ask} tokens past its room of {room}: stopped at the context ({prompt_tokens} + {completion} tokens by {counted_by}, transcript #{at})"
+                )));
+            }
+            return Ok(Err(format!(
+                "asked to write past the end of the context, the model stopped after {completion} of the {room} tokens of room left (transcript #{at}): generation past the context is untested"
+            )));
+        }
+        Ok(Err(format!("{why}: generation past the context is untested")))
     }
 
     /// The other tenant sends a short prompt of canary records.

@@ -83,6 +83,9 @@ registry! {
     objects::{CrossTenant},
     concurrency::{Binding},
     cache::{CrossTenantTiming},
+    extraction::{PrefixExtraction},
+    metadata::{CrossTenant},
+    neighbour::{NoisyNeighbour},
 }
 
 /// A registered kind of probe, its type erased.

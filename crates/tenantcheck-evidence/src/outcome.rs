@@ -481,6 +481,10 @@ pub enum FindingCode {
     /// A prompt within the context was answered 200 without recalling a fact it held,
     /// though the model recalls such facts in short prompts (T2, T3).
     NeedleLost,
+    /// A prompt that fit the context, asking for more tokens than the room it left, was
+    /// answered with more completion than that room: generation went on past the end
+    /// of the context by silently dropping the head of the conversation (T2).
+    ContextShifted,
     /// Reported usage does not match what was sent and received (T4).
     UsageMismatch,
     /// A request the vendor had to refuse was answered as a success, or refused
@@ -500,6 +504,9 @@ pub enum FindingCode {
     /// A prompt prefix one key sent was served from cache to another key, beyond what
     /// the vendor declares (T7).
     SharedPrefixCache,
+    /// One tenant read another's secret out of a shared prefix cache, guessing it
+    /// piece by piece through the reuse counter of its own answers (T7).
+    PrefixExtracted,
     /// A request was answered with a redirect (3xx) instead of an answer. tenantcheck
     /// follows none, so no credential leaves the vendor's origin, and the answer it
     /// pointed to was not judged; an API that redirects its calls would take a client
@@ -509,6 +516,16 @@ pub enum FindingCode {
     /// numbers) that no prompt of the run holds, significantly more often than answers
     /// to short ones: suspected data of customers the run does not control (T1).
     ForeignContent,
+    /// An engine's or gateway's own endpoint showed one tenant's request (its seed,
+    /// sampling parameters, prompt), a credential, or a tenant's identity to another
+    /// tenant's key or to no key (T12).
+    MetadataExposed,
+    /// An endpoint that changes the server's state (erases a slot, flushes a cache)
+    /// accepted a tenant's key (T12).
+    StateChangeAccepted,
+    /// Another tenant's valid load made a valid request fail with a server error (or an
+    /// unfair rate limit), or slowed it past the case's bound (T11).
+    NoisyNeighbour,
     /// The probe itself failed: a bug in tenantcheck, not in the vendor.
     ToolBug,
 }

@@ -56,6 +56,11 @@ pub struct VendorProfile {
     /// `cache_salt`); the timing case then gives each tenant its own salt.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cache_salt: bool,
+    /// Whether cases may try endpoints that change the server's state with a tenant's
+    /// key (`metadata.cross-tenant`: erasing a slot, flushing the prefix cache). Meant
+    /// for self-hosted servers; off by default, when only reading endpoints are asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_state_changes: bool,
     /// Whether the API stores responses (the OpenAI Responses API's `store`, `GET
     /// /responses/{id}`, `previous_response_id`); `objects.cross-tenant` is skipped
     /// without them.

@@ -1,4 +1,4 @@
-//! [`Threat`]: the threat catalogue every case names (T1-T10, see `docs/design.md`),
+//! [`Threat`]: the threat catalogue every case names (T1-T12, see `docs/design.md`),
 //! and [`Severity`], how bad a failure of a case is.
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,8 @@ pub enum Threat {
     T8,
     T9,
     T10,
+    T11,
+    T12,
 }
 
 impl Threat {
@@ -35,6 +37,8 @@ impl Threat {
             Threat::T8 => "broken streams",
             Threat::T9 => "declared configuration unsafe",
             Threat::T10 => "cross-tenant object access",
+            Threat::T11 => "noisy neighbour",
+            Threat::T12 => "metadata across tenants",
         }
     }
 }

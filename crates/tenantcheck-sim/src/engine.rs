@@ -60,6 +60,10 @@ pub enum EngineError {
     /// A KV pool can never hold the request: it is retired with this error.
     #[error("{0}")]
     TooLarge(String),
+    /// (`pool-overflow`) The pool had too few free pages, for this request or for
+    /// another that came while it ran.
+    #[error("Context size has been exceeded.")]
+    Overflow,
 }
 
 /// The reference vendor's engine.
@@ -72,6 +76,12 @@ pub struct Engine {
     background_tenant: bool,
     state: Mutex<State>,
     freed: Notify,
+    /// (`pool-overflow`) How many admissions have failed so far: a request that sees
+    /// it change while it runs fails too.
+    overflows: std::sync::atomic::AtomicU64,
+    /// One decode step: with `pool-overflow`, a request holds its pages this long per
+    /// token of its answer, as a real engine does while it decodes.
+    decode_step: Duration,
 }
 
 #[derive(Debug)]
@@ -250,6 +260,8 @@ impl Engine {
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),
+            overflows: Default::default(),
+            decode_step: config.decode_step,
         }
     }
 
@@ -267,6 +279,7 @@ impl Engine {
         prompt: &[&str],
         max_tokens: usize,
     ) -> Result<Generation, EngineError> {
+        let overflows = self.overflows.load(std::sync::atomic::Ordering::SeqCst);
         let cached = self.lock().prefix.lookup(tenant, salt, prompt).min(prompt.len());
         let uncached = (prompt.len() - cached) as u32;
         if !self.prefill_per_token.is_zero() && uncached > 0 {
@@ -282,6 +295,11 @@ impl Engine {
         };
         self.freed.notify_waiters();
         let mut generation = generation?;
+        if self.faults.contains(&Fault::PoolOverflow)
+            && self.overflows.load(std::sync::atomic::Ordering::SeqCst) != overflows
+        {
+            return Err(EngineError::Overflow);
+        }
         self.lock().prefix.insert(tenant, salt, prompt);
         generation.cached_tokens = cached.min(generation.prompt_tokens);
         Ok(generation)
@@ -297,14 +315,20 @@ impl Engine {
             )));
         }
         let pages = self.admit(Node::Prefill, n + max_tokens).await?;
-        let mut st = self.lock();
-        let ids: Vec<u32> = prompt.iter().map(|t| st.vocab.intern(t)).collect();
-        let skip_writes = self.has(Fault::StalePages) && n > self.stale_above;
-        if !skip_writes {
-            st.prefill.write(&pages, 0, &ids);
+        let generation = {
+            let mut st = self.lock();
+            let ids: Vec<u32> = prompt.iter().map(|t| st.vocab.intern(t)).collect();
+            let skip_writes = self.has(Fault::StalePages) && n > self.stale_above;
+            if !skip_writes {
+                st.prefill.write(&pages, 0, &ids);
+            }
+            decode(&mut st, Node::Prefill, &pages, n, n, max_tokens)
+        };
+        if self.has(Fault::PoolOverflow) {
+            // The pages stay taken while the answer is decoded.
+            tokio::time::sleep(self.decode_step * generation.completion_tokens as u32).await;
         }
-        let generation = decode(&mut st, Node::Prefill, &pages, n, n, max_tokens);
-        st.prefill.release(pages);
+        self.lock().prefill.release(pages);
         Ok(generation)
     }
 
@@ -389,6 +413,10 @@ impl Engine {
             freed.as_mut().enable();
             if let Some(pages) = self.lock().pool(node).allocate(tokens) {
                 return Ok(pages);
+            }
+            if self.faults.contains(&Fault::PoolOverflow) {
+                self.overflows.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                return Err(EngineError::Overflow);
             }
             if tokio::time::timeout_at(deadline, freed).await.is_err() {
                 return Err(EngineError::Busy(ADMISSION_WAIT));

@@ -108,6 +108,22 @@ pub enum Fault {
     /// when its unified KV pool runs out): no harm done, but no refusal the suite can
     /// tell from a crash either.
     OverContextServerError,
+    /// A request whose prompt fits the context but whose `max_tokens` does not is
+    /// admitted: the head of the prompt (instructions first) is dropped to make room,
+    /// the answer runs to the full `max_tokens`, and usage still counts the whole
+    /// prompt. llama.cpp's `--context-shift` does this as generation reaches the end of
+    /// the slot.
+    ContextShift,
+    /// `GET /slots` shows every tenant's requests in flight (prompt length, sampling
+    /// parameters, seed) to any key and to none, and `POST /slots/N?action=erase` is
+    /// accepted from any key, as llama.cpp's server does. Without the fault, `/slots`
+    /// shows a tenant its own requests only and takes no action.
+    MetadataEndpoint,
+    /// One KV pool for every request, and no waiting for it: a request that finds too
+    /// few free pages fails, and so does every request in flight at that moment, with
+    /// HTTP 500 "Context size has been exceeded" (llama.cpp's server with
+    /// `--kv-unified`, where two valid requests of two keys overflow the pool together).
+    PoolOverflow,
 }
 
 impl Fault {
@@ -124,6 +140,9 @@ impl Fault {
         Fault::CancelSwap,
         Fault::GlobalPrefixCache,
         Fault::OverContextServerError,
+        Fault::ContextShift,
+        Fault::MetadataEndpoint,
+        Fault::PoolOverflow,
     ];
 
     /// The fault's name on the command line.
@@ -140,6 +159,9 @@ impl Fault {
             Fault::CancelSwap => "cancel-swap",
             Fault::GlobalPrefixCache => "global-prefix-cache",
             Fault::OverContextServerError => "over-context-server-error",
+            Fault::ContextShift => "context-shift",
+            Fault::MetadataEndpoint => "metadata-endpoint",
+            Fault::PoolOverflow => "pool-overflow",
         }
     }
 }

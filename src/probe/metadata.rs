@@ -1,0 +1,375 @@
+//! `metadata.cross-tenant` (T12): the engine's and gateway's own endpoints must show no
+//! tenant anything of another tenant's requests, no credential, and take no action from
+//! a tenant's key.
+//!
+//! Inference servers answer more than the API: llama.cpp's `/slots` shows every request
+//! being served (prompt length, sampling parameters, seed), SGLang's `/server_info` has
+//! returned its API keys, vLLM's `/metrics` and `/reset_prefix_cache` sit outside its
+//! key's reach, LiteLLM's `/metrics` names every key's alias. The endpoints to ask are
+//! data (the case's `endpoints`), so that a newly reported one is a line in a suite file.
+//!
+//! Tenant a sends a request recognisable by its sampling parameters and a seed drawn
+//! from the run secret, long enough to be still running; meanwhile every endpoint is
+//! asked with tenant a's key (the control: does any endpoint show a request to its
+//! owner?), with tenant b's key, and with no key. An answer to b or to no key that holds
+//! a's seed, any credential of the run (in any encoding the redactor knows), or the
+//! SHA-256 of a key (what gateways show as a key's hash) fails the case; so does any of
+//! a's canaries (the session's scan). Endpoints that change state (marked
+//! `changes_state`) are asked with b's key only when the profile allows it
+//! (`allow_state_changes = true`, for self-hosted servers); accepting one fails. A pass
+//! needs a's request to have been running while every endpoint was asked; the summary
+//! lists every endpoint and what each key got.
+
+use super::{Context, conclude, describe};
+use crate::adapter::{ChatRequest, Sampling};
+use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
+use crate::prompt::PromptBuilder;
+use crate::session::{NO_KEY, Sent, SessionError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// Parameters of `metadata.cross-tenant`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataParams {
+    /// The endpoints to ask.
+    pub endpoints: Vec<Endpoint>,
+    /// Tokens of tenant a's prompt (default 512).
+    #[serde(default = "default_prompt_tokens")]
+    pub prompt_tokens: u64,
+    /// Tokens tenant a's request asks for, so that it is still running while the
+    /// endpoints are asked (default 384).
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Milliseconds between sending tenant a's request and asking the first endpoint
+    /// (default 200), time for the server to take the request up.
+    #[serde(default = "default_settle_ms")]
+    pub settle_ms: u64,
+}
+
+/// One endpoint an engine or gateway is known to expose.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    /// `GET` or `POST`.
+    pub method: String,
+    /// The path on the vendor's origin, with its query (`/slots`,
+    /// `/slots/0?action=erase`).
+    pub path: String,
+    /// Which engines or gateways expose it (for the report).
+    #[serde(default)]
+    pub engines: Vec<String>,
+    /// Whether asking it changes the server's state (a `POST` that erases, flushes,
+    /// saves); asked only when the profile says `allow_state_changes = true`.
+    #[serde(default)]
+    pub changes_state: bool,
+}
+
+fn default_prompt_tokens() -> u64 {
+    512
+}
+
+fn default_max_tokens() -> u32 {
+    384
+}
+
+fn default_settle_ms() -> u64 {
+    200
+}
+
+/// The probe `metadata.cross-tenant`.
+pub struct CrossTenant;
+
+impl super::Probe for CrossTenant {
+    const KIND: &'static str = "metadata.cross-tenant";
+    type Params = MetadataParams;
+
+    fn validate(p: &MetadataParams) -> Result<(), super::ParamsError> {
+        let invalid = |field, problem: String| Err(super::ParamsError::Invalid { field, problem });
+        if p.endpoints.is_empty() {
+            return invalid("endpoints", "is empty; fix: list the endpoints to ask".into());
+        }
+        for e in &p.endpoints {
+            if e.method != "GET" && e.method != "POST" {
+                return invalid(
+                    "endpoints",
+                    format!("{} {}: the method is GET or POST", e.method, e.path),
+                );
+            }
+            let path_ok = e.path.starts_with('/')
+                && !e.path.starts_with("//")
+                && !e.path.contains(char::is_whitespace)
+                && !e.path.contains('@');
+            if !path_ok {
+                return invalid(
+                    "endpoints",
+                    format!(
+                        "{:?}: a path starts with one `/` and holds no space or `@`",
+                        e.path
+                    ),
+                );
+            }
+            if e.changes_state != (e.method == "POST") {
+                return invalid(
+                    "endpoints",
+                    format!(
+                        "{} {}: a POST changes state and a GET does not; fix: set changes_state to match",
+                        e.method, e.path
+                    ),
+                );
+            }
+        }
+        if p.max_tokens < 16 {
+            return invalid("max_tokens", "ask for at least 16 tokens".into());
+        }
+        Ok(())
+    }
+
+    async fn run(p: &MetadataParams, ctx: Context<'_>) -> Outcome {
+        super::settled(cross_tenant(p, ctx).await)
+    }
+
+    fn ceiling(p: &MetadataParams, _profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
+        // Up to three rounds (tenant a's request, then every endpoint with three keys),
+        // a's request asking for up to four times `max_tokens`.
+        let round = 1 + 3 * p.endpoints.len() as u64;
+        Some(super::Ceiling::Like {
+            requests: 3 * round,
+            max_tokens: 4 * u64::from(p.max_tokens) / round + 1,
+        })
+    }
+}
+
+/// What one key got from one endpoint.
+struct Asked {
+    who: String,
+    status: String,
+}
+
+/// Runs `metadata.cross-tenant`.
+pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let labels: Vec<String> = ctx.session.tenant_labels().into_iter().map(str::to_owned).collect();
+    let (owner, other) = (&labels[0], &labels[1]);
+    let secret = ctx.session.secret();
+    let drawn = secret.seed("metadata", ctx.case_id, 0);
+    let sampling = Sampling {
+        // Values no client sends by default, with digits a page would show as written.
+        temperature: (41 + drawn % 37) as f64 / 100.0,
+        top_p: (61 + drawn / 37 % 29) as f64 / 100.0,
+        // Ten digits, below 2^32: engines keep the seed as a 32-bit number.
+        seed: 1_000_000_007 + drawn % 3_000_000_000,
+    };
+    let shown_seed = sampling.seed.to_string();
+    let record = ctx.session.canary(owner, ctx.case_id, 0).record();
+    let ask = secret.pick(
+        "metadata.ask",
+        &[
+            "Count upward from one, writing every number in words, one per line, and never stop.",
+            "Write the numbers from one upward in words, one per line, without stopping.",
+        ],
+    );
+    let prompt = PromptBuilder::default().build(
+        p.prompt_tokens,
+        &secret.filler(owner, ctx.case_id, 1),
+        &format!("Customer on file: {record}\n\n"),
+        &[],
+        &format!("\n\n{ask}"),
+    );
+    let allowed = ctx.session.profile().allow_state_changes;
+    let hashes: Vec<(String, String)> = labels
+        .iter()
+        .filter_map(|l| ctx.session.key(l).ok())
+        .map(|k| (k.label.clone(), crate::sha256_hex(k.secret.expose().as_bytes())))
+        .collect();
+
+    // Tenant a's request must run while every endpoint is asked: where it ended
+    // sooner (a fast server, a model that stops early), it asks for twice the tokens,
+    // up to twice more.
+    let mut coverage = Coverage::default();
+    let mut max_tokens = p.max_tokens;
+    // Every round's answers are judged; the listing shows the last round's.
+    let mut all: Vec<(usize, Option<String>, Sent)> = Vec::new();
+    let (victim, listed_from, asked_for, victim_ran_for) = loop {
+        // Streamed: the request runs while its answer is generated, on any server.
+        let request = ChatRequest {
+            sampling: Some(sampling),
+            stream: true,
+            ..ChatRequest::user(prompt.clone(), max_tokens)
+        };
+        let started = Instant::now();
+        let victim = ctx.session.chat(ctx.case_id, owner, &request);
+        let asking = async {
+            tokio::time::sleep(Duration::from_millis(p.settle_ms)).await;
+            let mut answers: Vec<(usize, Option<String>, Sent)> = Vec::new();
+            for (i, e) in p.endpoints.iter().enumerate() {
+                if e.changes_state && !allowed {
+                    continue;
+                }
+                let keys: Vec<Option<String>> = if e.changes_state {
+                    vec![Some(other.clone()), None]
+                } else {
+                    vec![Some(owner.clone()), Some(other.clone()), None]
+                };
+                for key in keys {
+                    let sent = ctx.session.endpoint(ctx.case_id, key.as_deref(), &e.method, &e.path).await?;
+                    answers.push((i, key, sent));
+                }
+            }
+            Ok::<_, SessionError>((answers, started.elapsed()))
+        };
+        let (victim, asked) = tokio::join!(victim, asking);
+        let victim = victim?;
+        let (answers, asked_for) = asked?;
+        let ran_for = Duration::from_secs_f64(victim.exchange.timings.total_ms / 1e3);
+        coverage.requests += 1 + answers.len() as u64;
+        coverage.prompt_tokens += PromptBuilder::default().tokens_for(prompt.len());
+        coverage.max_prompt_tokens = coverage.max_prompt_tokens.max(PromptBuilder::default().tokens_for(prompt.len()));
+        let retry = victim.exchange.is_success() && ran_for < asked_for && max_tokens < p.max_tokens * 4;
+        let from = all.len();
+        all.extend(answers);
+        if !retry {
+            break (victim, from, asked_for, ran_for);
+        }
+        max_tokens *= 2;
+    };
+    let answers = all;
+
+    let mut findings = Vec::new();
+    let mut seen_by_owner: Vec<String> = Vec::new();
+    let mut table: Vec<(String, Vec<Asked>)> = Vec::new();
+    for (n, (i, key, sent)) in answers.iter().enumerate() {
+        let e = &p.endpoints[*i];
+        let name = format!("{} {}", e.method, e.path);
+        let who = key.clone().unwrap_or_else(|| NO_KEY.to_owned());
+        let ex = &sent.exchange;
+        let status = ex.status.map_or_else(|| describe(ex), |s| s.to_string());
+        if n >= listed_from {
+            let asked = Asked {
+                who: who.clone(),
+                status,
+            };
+            match table.last_mut() {
+                Some((last, row)) if *last == name => row.push(asked),
+                _ => table.push((name.clone(), vec![asked])),
+            }
+        }
+        let text = ex.returned_text();
+        let answered = ex.status.is_some_and(|s| (200..300).contains(&s));
+        if key.as_deref() == Some(owner.as_str()) {
+            if answered && text.contains(&shown_seed) {
+                seen_by_owner.push(name.clone());
+            }
+            continue;
+        }
+        let whom = match key {
+            Some(k) => format!("tenant {k}'s key"),
+            None => "no key".to_owned(),
+        };
+        if e.changes_state {
+            if answered {
+                findings.push(Finding {
+                    code: FindingCode::StateChangeAccepted,
+                    message: format!(
+                        "{name}, which changes the server's state, was accepted with {whom}: HTTP {} (transcript #{})",
+                        ex.status.unwrap_or(0),
+                        sent.seq
+                    ),
+                    leak: None,
+                });
+            }
+            continue;
+        }
+        let mut shown = Vec::new();
+        if text.contains(&shown_seed) {
+            shown.push(format!(
+                "tenant {owner}'s request in flight (its seed {shown_seed}, temperature {:.2}, top_p {:.2})",
+                sampling.temperature, sampling.top_p
+            ));
+        }
+        if ctx.session.redact(&text) != text {
+            shown.push("a credential of the run (redacted in the transcript)".to_owned());
+        }
+        for (label, hash) in &hashes {
+            if text.contains(hash.as_str()) {
+                shown.push(format!("the SHA-256 of tenant {label}'s key (its identity at a gateway)"));
+            }
+        }
+        if !shown.is_empty() {
+            findings.push(Finding {
+                code: FindingCode::MetadataExposed,
+                message: format!(
+                    "{name} showed {whom} {} (HTTP {}, transcript #{})",
+                    shown.join(", and "),
+                    ex.status.unwrap_or(0),
+                    sent.seq
+                ),
+                leak: None,
+            });
+        }
+    }
+
+    let listing: Vec<String> = table
+        .iter()
+        .map(|(name, row)| {
+            let statuses: Vec<&str> = row.iter().map(|a| a.status.as_str()).collect();
+            if statuses.windows(2).all(|w| w[0] == w[1]) {
+                format!("{name}: {} to every key", statuses[0])
+            } else {
+                let each: Vec<String> = row.iter().map(|a| format!("{} {}", a.who, a.status)).collect();
+                format!("{name}: {}", each.join(", "))
+            }
+        })
+        .collect();
+    let skipped = p.endpoints.iter().filter(|e| e.changes_state && !allowed).count();
+    let state_note = if skipped > 0 {
+        format!("; {skipped} endpoints that change state not asked (allow_state_changes is off)")
+    } else {
+        String::new()
+    };
+    let control = if seen_by_owner.is_empty() {
+        format!("no endpoint showed tenant {owner}'s request even to tenant {owner}")
+    } else {
+        format!(
+            "tenant {owner}'s own key saw its request at {} (the control)",
+            seen_by_owner.join(", ")
+        )
+    };
+    let in_flight = victim_ran_for >= asked_for;
+    let reached = if answers.iter().all(|(_, _, sent)| sent.exchange.status.is_none()) {
+        Err(format!(
+            "no endpoint could be asked ({}): the adapter or the network reaches only the API",
+            answers
+                .first()
+                .map_or_else(|| "none listed".to_owned(), |(_, _, sent)| describe(&sent.exchange))
+        ))
+    } else if !victim.exchange.is_success() {
+        Err(format!(
+            "tenant {owner}'s request was not answered ({}, transcript #{}): nothing was in flight to be shown",
+            describe(&victim.exchange),
+            victim.seq
+        ))
+    } else if !in_flight {
+        Err(format!(
+            "tenant {owner}'s request ended after {:.0} ms, before the endpoints had all been asked ({:.0} ms): \
+             what they would show of a running request is untested; asked: {}",
+            victim_ran_for.as_secs_f64() * 1e3,
+            asked_for.as_secs_f64() * 1e3,
+            listing.join("; ")
+        ))
+    } else {
+        let clean = if findings.is_empty() {
+            "; nothing of it, no credential and no key's hash reached another key"
+        } else {
+            ""
+        };
+        Ok(format!(
+            "{} endpoints asked with tenant {owner}'s key, tenant {other}'s and none while tenant {owner}'s request \
+             (transcript #{}) ran: {control}{clean}{state_note}; asked: {}",
+            table.len(),
+            victim.seq,
+            listing.join("; ")
+        ))
+    };
+    Ok(conclude(findings, reached, coverage))
+}
