@@ -128,16 +128,27 @@ fn case() -> Value {
         .expect("a struct has required fields")
         .push(json!("probe"));
     schema["additionalProperties"] = json!(false);
+    let mut defs = schema["$defs"].as_object().cloned().unwrap_or_default();
     schema["oneOf"] = probes
         .into_iter()
         .map(|(kind, mut params)| {
             if let Some(map) = params.as_object_mut() {
                 map.remove("$schema");
                 map.remove("title");
+                // A probe's own definitions (`#/$defs/...`) resolve against the root.
+                if let Some(Value::Object(own)) = map.remove("$defs") {
+                    for (name, def) in own {
+                        if let Some(other) = defs.get(&name) {
+                            assert_eq!(other, &def, "bug in tenantcheck: two schemas define {name} differently");
+                        }
+                        defs.insert(name, def);
+                    }
+                }
             }
             json!({ "properties": { "probe": { "const": kind }, "params": params } })
         })
         .collect();
+    schema["$defs"] = Value::Object(defs);
     schema
 }
 
