@@ -395,10 +395,10 @@ probe = "isolation.canary-residue"
         .unwrap_err()
         .to_string();
         assert!(e.contains("lenghts"), "{e}");
-        let e = one("isolation/canary-residue.toml", &CASE.replace("T1", "T11"))
+        let e = one("isolation/canary-residue.toml", &CASE.replace("T1", "T13"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("T11"), "{e}");
+        assert!(e.contains("T13"), "{e}");
         let e = one(
             "isolation/canary-residue.toml",
             &CASE.replace("probe = \"isolation.canary-residue\"", "probe = \"isolation.nope\""),
