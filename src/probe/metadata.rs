@@ -234,6 +234,20 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         max_tokens *= 2;
     };
     let answers = all;
+    // An adapter that speaks only the API (a program on stdio) sends none of them.
+    let not_offered = |sent: &Sent| {
+        sent.exchange.status.is_none()
+            && sent
+                .exchange
+                .transport_error
+                .as_ref()
+                .is_some_and(|e| e.kind == crate::adapter::TransportErrorKind::Request && e.message.contains("nothing was sent"))
+    };
+    if !answers.is_empty() && answers.iter().all(|(_, _, sent)| not_offered(sent)) {
+        return Ok(Outcome::skipped(
+            "the adapter reaches only the vendor's API, not the engine's own endpoints",
+        ));
+    }
 
     let mut findings = Vec::new();
     let mut seen_by_owner: Vec<String> = Vec::new();
