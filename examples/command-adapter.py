@@ -50,10 +50,18 @@ def call(req):
     usage = v.get("usage")
     error = v.get("error")
     say({"id": req["id"], "done": {"status": status, "content": text, "finish_reason": choice.get("finish_reason"), "raw": raw,
-         "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]} if usage else None,
+         "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
+                   "cached_tokens": cached(v)} if usage else None,
          "error": {"message": error.get("message", ""), "kind": error.get("type"),
                    "code": None if error.get("code") is None else str(error["code"])} if isinstance(error, dict) else None,
          "headers": kept}})
+
+def cached(v):
+    """Prompt tokens the engine reused from its cache, as it reports them (None when it does not)."""
+    details = (v.get("usage") or {}).get("prompt_tokens_details") or {}
+    if details.get("cached_tokens") is not None:
+        return details["cached_tokens"]
+    return (v.get("timings") or {}).get("cache_n")
 
 with ThreadPoolExecutor(max_workers=16) as pool:
     for line in sys.stdin:
