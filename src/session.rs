@@ -609,7 +609,7 @@ impl Session {
     }
 
     /// Asks `method path` on the vendor's origin (an engine's or gateway's own endpoint)
-    /// as `tenant`, or with no key at all when `tenant` is `None` (recorded as
+    /// with `body` (a `POST`'s JSON) as `tenant`, or with no key at all when `tenant` is `None` (recorded as
     /// [`NO_KEY`]), and records it under `case`. A refusal is a right answer here.
     pub async fn endpoint(
         &self,
@@ -617,6 +617,7 @@ impl Session {
         tenant: Option<&str>,
         method: &str,
         path: &str,
+        body: Option<&serde_json::Value>,
     ) -> Result<Sent, SessionError> {
         let first = self.tenants.first().map(|t| t.label.clone()).unwrap_or_default();
         let key_of = tenant.unwrap_or(&first);
@@ -626,8 +627,14 @@ impl Session {
             tenant.unwrap_or(NO_KEY),
             Expect::Denial,
             (0, 0),
-            || serde_json::json!({ "op": "endpoint", "method": method, "path": path }),
-            |p, key| p.endpoint(tenant.map(|_| key), method, path),
+            || {
+                let mut op = serde_json::json!({ "op": "endpoint", "method": method, "path": path });
+                if let Some(body) = body {
+                    op["body"] = body.clone();
+                }
+                op
+            },
+            |p, key| p.endpoint(tenant.map(|_| key), method, path, body),
         )
         .await
     }

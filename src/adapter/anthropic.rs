@@ -129,8 +129,9 @@ impl Provider for AnthropicMessages {
         credential: Option<&'a Secret>,
         method: &'a str,
         path: &'a str,
+        body: Option<&'a serde_json::Value>,
     ) -> BoxFuture<'a, Exchange> {
-        Box::pin(self.http.endpoint(credential, method, path, &Anthropic))
+        Box::pin(self.http.endpoint(credential, method, path, body, &Anthropic))
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {

@@ -113,20 +113,22 @@ impl Http {
     }
 
     /// The request `method path` on the origin itself (an engine's or gateway's own
-    /// endpoint, such as `/slots`), with `credential` or with none. `path` must start
+    /// endpoint, such as `/slots`), with `credential` or with none, and `body` (a
+    /// `POST`'s; none: an empty object). `path` must start
     /// with `/`; the URL is checked to stay on the origin like any other.
     pub async fn endpoint(
         &self,
         credential: Option<&Secret>,
         method: &str,
         path: &str,
+        body: Option<&Value>,
         dialect: &dyn Dialect,
     ) -> Exchange {
         let url = format!("{}{path}", self.origin.origin().ascii_serialization());
         let recorded = RecordedRequest {
             method: method.to_owned(),
             url,
-            body: (method != "GET").then(|| Value::Object(Default::default())),
+            body: (method != "GET").then(|| body.cloned().unwrap_or_else(|| Value::Object(Default::default()))),
             raw: false,
         };
         if !path.starts_with('/') || path.starts_with("//") {

@@ -66,14 +66,16 @@ pub trait Provider: Send + Sync {
 
     /// Asks `method path` on the vendor's origin (the engine's or gateway's own
     /// endpoints, such as `/slots` or `/metrics`, outside the API's base path) with
-    /// `credential`, or with no credential at all. Never another origin.
+    /// `credential`, or with no credential at all, and with `body` as its JSON body
+    /// (none: an empty object for a `POST`). Never another origin.
     fn endpoint<'a>(
         &'a self,
         credential: Option<&'a Secret>,
         method: &'a str,
         path: &'a str,
+        body: Option<&'a serde_json::Value>,
     ) -> BoxFuture<'a, Exchange> {
-        let _ = (credential, method, path);
+        let _ = (credential, method, path, body);
         Box::pin(async { not_offered("adapter", "way to ask an engine's own endpoints") })
     }
 

@@ -141,8 +141,9 @@ impl Provider for OpenAiChat {
         credential: Option<&'a Secret>,
         method: &'a str,
         path: &'a str,
+        body: Option<&'a serde_json::Value>,
     ) -> BoxFuture<'a, Exchange> {
-        Box::pin(self.http.endpoint(credential, method, path, &OpenAi))
+        Box::pin(self.http.endpoint(credential, method, path, body, &OpenAi))
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {

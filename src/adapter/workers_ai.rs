@@ -113,8 +113,9 @@ impl Provider for WorkersAi {
         credential: Option<&'a Secret>,
         method: &'a str,
         path: &'a str,
+        body: Option<&'a serde_json::Value>,
     ) -> BoxFuture<'a, Exchange> {
-        Box::pin(self.http.endpoint(credential, method, path, &Envelope))
+        Box::pin(self.http.endpoint(credential, method, path, body, &Envelope))
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {

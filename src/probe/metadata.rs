@@ -64,6 +64,10 @@ pub struct Endpoint {
     /// saves); asked only when the profile says `allow_state_changes = true`.
     #[serde(default)]
     pub changes_state: bool,
+    /// The JSON body a `POST` carries (none: an empty object), such as llama.cpp's
+    /// `{ filename = "..." }` for saving a slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
 }
 
 fn default_prompt_tokens() -> u64 {
@@ -212,7 +216,10 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
                     vec![Some(owner.clone()), Some(other.clone()), None]
                 };
                 for key in keys {
-                    let sent = ctx.session.endpoint(ctx.case_id, key.as_deref(), &e.method, &e.path).await?;
+                    let sent = ctx
+                        .session
+                        .endpoint(ctx.case_id, key.as_deref(), &e.method, &e.path, e.body.as_ref())
+                        .await?;
                     answers.push((i, key, sent));
                 }
             }

@@ -10,8 +10,9 @@
 //! TENANTCHECK_LLAMA_URL=http://127.0.0.1:18091/v1 cargo test --test it engines:: -- --ignored
 //! ```
 //!
-//! Three more configurations run one case each: `--context-shift` (the boundary case),
-//! and three slots with `--kv-unified` and without it (the noisy-neighbour case); CI
+//! Four more configurations run one case each: `--context-shift` (the boundary case),
+//! `--slot-save-path` (the metadata case, allowed to change state), and three slots
+//! with `--kv-unified` and without it (the noisy-neighbour case); CI
 //! starts each server and names it in its own variable (see `.ci/run`).
 //!
 //! Whatever the engine really does is the expected result; each expectation below
@@ -29,6 +30,7 @@ fn run_llama(
     name: &str,
     context: u64,
     concurrency: u32,
+    allow_state_changes: bool,
     args: &[&str],
 ) -> (Option<i32>, String, String, Report) {
     let url = std::env::var(url_var).unwrap_or_else(|_| panic!("{url_var} names the running server"));
@@ -38,7 +40,16 @@ fn run_llama(
         .unwrap()
         .replace("http://127.0.0.1:8091/v1", &url)
         .replace("context_window = 2048", &format!("context_window = {context}"))
-        .replace("max_concurrency = 4", &format!("max_concurrency = {concurrency}"));
+        .replace("max_concurrency = 4", &format!("max_concurrency = {concurrency}"))
+        .replacen(
+            "[[tenants]]",
+            if allow_state_changes {
+                "allow_state_changes = true\n\n[[tenants]]"
+            } else {
+                "[[tenants]]"
+            },
+            1,
+        );
     std::fs::write(&profile, text).unwrap();
     let run_dir = tmp.path().join("run");
     let mut cmd = tenantcheck();
@@ -77,6 +88,7 @@ fn llama_server_with_a_real_model() {
         "run",
         2048,
         4,
+        false,
         &["--skip", "availability.noisy-neighbour"],
     );
     assert_eq!(code, Some(1), "cases fail, so the exit code is 1\n{stdout}\n{stderr}");
@@ -199,6 +211,7 @@ fn llama_server_with_context_shift_fails_the_boundary() {
         "context-shift",
         2048,
         4,
+        false,
         &["--exact", "context.boundary"],
     );
     let case = report.cases.iter().find(|c| c.id == "context.boundary").unwrap();
@@ -212,6 +225,46 @@ fn llama_server_with_context_shift_fails_the_boundary() {
     eprintln!("context shift on llama.cpp: {}", shifted.message);
 }
 
+/// llama.cpp's server with `--slot-save-path`: every key may save a slot (the KV and
+/// tokens of whoever is in it) to the server's disk, restore a file into it and erase it.
+/// With the profile's `allow_state_changes = true`, the metadata case tries each with
+/// tenant b's key while tenant a's request runs. CI starts it with
+/// `TENANTCHECK_LLAMA_SAVE_URL`.
+#[test]
+#[ignore = "needs llama-server --slot-save-path on 127.0.0.1 (CI starts it)"]
+fn llama_server_with_slot_save_path_accepts_state_changes_from_another_key() {
+    let (_, _, _, report) = run_llama(
+        "TENANTCHECK_LLAMA_SAVE_URL",
+        "slot-save-path",
+        2048,
+        4,
+        true,
+        &["--exact", "metadata.cross-tenant"],
+    );
+    let case = report.cases.iter().find(|c| c.id == "metadata.cross-tenant").unwrap();
+    assert_eq!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+    let accepted: Vec<&str> = case
+        .outcome
+        .findings
+        .iter()
+        .filter(|f| f.code == FindingCode::StateChangeAccepted)
+        .map(|f| f.message.as_str())
+        .collect();
+    for action in ["save", "restore", "erase"] {
+        assert!(
+            accepted
+                .iter()
+                .any(|m| m.contains(&format!("/slots/0?action={action}"))),
+            "{action}: {accepted:?}"
+        );
+    }
+    // Without a key, the server refuses them all.
+    assert!(accepted.iter().all(|m| m.contains("tenant b's key")), "{accepted:?}");
+    for m in &accepted {
+        eprintln!("slot actions on llama.cpp: {m}");
+    }
+}
+
 /// Tenant a's long prompts at its concurrency beside tenant b's short ones, on three
 /// slots of 1,024 tokens: with `--kv-unified` the slots share one pool of 1,024 that two
 /// of a's 600-token prompts overflow, and every stream in flight, b's too, ends in an
@@ -223,7 +276,14 @@ fn llama_server_with_context_shift_fails_the_boundary() {
 #[ignore = "needs two llama-servers with three slots on 127.0.0.1 (CI starts them)"]
 fn llama_server_with_a_unified_pool_fails_a_noisy_neighbour() {
     let verdict = |url_var: &str, name: &str| {
-        let (_, _, _, report) = run_llama(url_var, name, 1024, 3, &["--exact", "availability.noisy-neighbour"]);
+        let (_, _, _, report) = run_llama(
+            url_var,
+            name,
+            1024,
+            3,
+            false,
+            &["--exact", "availability.noisy-neighbour"],
+        );
         let case = report
             .cases
             .iter()
