@@ -238,6 +238,10 @@ struct SimArgs {
     /// that copies now and then; its questions it still answers).
     #[arg(long)]
     forgetful_model: bool,
+    /// Answers say nothing of the prompt cache (no `prompt_tokens_details.cached_tokens`),
+    /// as many hosted APIs do; a cached prefix is still faster (not a fault).
+    #[arg(long)]
+    no_cache_counter: bool,
     /// Another customer, one the suite does not control, whose requests fill every
     /// free KV page with its own customer records before each request is served (not
     /// a fault: on a healthy engine nobody reads them; with stale-pages they are what
@@ -401,6 +405,7 @@ fn sim(args: SimArgs) -> u8 {
         garbling_model: args.garbling_model,
         fragmenting_model: args.fragmenting_model,
         forgetful_model: args.forgetful_model,
+        no_cache_counter: args.no_cache_counter,
         background_tenant: args.background_tenant,
         chaos: args.chaos,
         redirect_to: args.redirect_to,

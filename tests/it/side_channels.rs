@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use tenantcheck::outcome::{CacheDecision, FindingCode, Verdict};
 use tenantcheck::report::CaseReport;
 
-/// Runs the cases matching `filter` against a sim with `flags`, the profile edited by
+/// Runs the cases matching `filter` (arguments of `run`, split at spaces) against a sim with `flags`, the profile edited by
 /// `edit`; returns the run folder and the named case's verified report.
 fn run_case(
     tmp: &TempDir,
@@ -26,7 +26,7 @@ fn run_case(
             .arg(&profile)
             .arg("--out")
             .arg(&run_dir)
-            .arg(filter)
+            .args(filter.split_whitespace())
             .env("TENANTCHECK_KEY_A", "side-key-a-1234")
             .env("TENANTCHECK_KEY_B", "side-key-b-1234"),
     );
@@ -222,4 +222,56 @@ fn without_a_cache_the_timing_case_is_inconclusive_with_the_power_it_had() {
     assert_eq!(case.outcome.timing.len(), 1, "no cross-key level without a cache");
     assert_eq!(case.outcome.timing[0].decision, CacheDecision::NoCacheObserved);
     assert!(case.outcome.timing[0].log10_evidence[1] >= 6.0);
+}
+
+/// Where answers carry no reuse counter, `cache.prefix-extraction` times its guesses:
+/// against one cache for all tenants it reads the secret out (at a prefill of 1 ms a
+/// token, each sample's piece of 48 tokens is worth about 48 ms); against a cache per
+/// tenant its guesses are decided "no faster" and it passes, with the control's figure;
+/// where the time cannot tell (the default 1 µs a token) it is inconclusive, never a
+/// pass.
+#[test]
+fn without_a_counter_extraction_times_its_guesses() {
+    const SLOW: &[&str] = &["--no-cache-counter", "--prefill-ns-per-token", "1000000"];
+    let exact = "--exact cache.prefix-extraction";
+    let case = "cache.prefix-extraction";
+
+    let tmp = TempDir::new("timed-extraction-shared");
+    let shared = [SLOW, &["--prefix-cache", "global"]].concat();
+    let (run_dir, c) = run_case(&tmp, &shared, exact, unchanged, case);
+    assert_eq!(c.outcome.verdict, Verdict::Fail, "{}", c.outcome.summary);
+    let f = &c.outcome.findings[0];
+    assert_eq!(f.code, FindingCode::PrefixExtracted);
+    assert!(
+        f.message.contains("reading the time of its own answers"),
+        "{}",
+        f.message
+    );
+    // The answers really carried no counter: the channel was time alone.
+    for line in transcript_exchanges(&run_dir).values() {
+        assert!(line["exchange"]["usage"].get("cached_tokens").is_none(), "{line}");
+    }
+
+    let tmp = TempDir::new("timed-extraction-isolated");
+    let (_, c) = run_case(&tmp, SLOW, exact, unchanged, case);
+    assert_eq!(c.outcome.verdict, Verdict::Pass, "{}", c.outcome.summary);
+    assert!(
+        c.outcome.summary.contains("none faster than their baselines"),
+        "{}",
+        c.outcome.summary
+    );
+    assert!(
+        c.outcome.summary.contains("own right guess was faster"),
+        "{}",
+        c.outcome.summary
+    );
+
+    let tmp = TempDir::new("timed-extraction-blind");
+    let (_, c) = run_case(&tmp, &["--no-cache-counter"], exact, unchanged, case);
+    assert_eq!(c.outcome.verdict, Verdict::Inconclusive, "{}", c.outcome.summary);
+    assert!(
+        c.outcome.summary.contains("timed the guesses instead"),
+        "{}",
+        c.outcome.summary
+    );
 }

@@ -228,6 +228,9 @@ pub struct SimConfig {
     /// A model that reads back only about three in four of the prompts it is asked
     /// to repeat (an honest model that copies now and then; not a fault).
     pub forgetful_model: bool,
+    /// Answers say nothing of the prompt cache (no `prompt_tokens_details`), as many
+    /// hosted APIs do; the cache still speeds shared prefixes up (not a fault).
+    pub no_cache_counter: bool,
     /// Another customer's traffic fills every free page before each request
     /// (`--background-tenant`).
     pub background_tenant: bool,
@@ -262,6 +265,7 @@ impl SimConfig {
             garbling_model: false,
             fragmenting_model: false,
             forgetful_model: false,
+            no_cache_counter: false,
             background_tenant: false,
             chaos: None,
             redirect_to: None,

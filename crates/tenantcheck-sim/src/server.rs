@@ -31,6 +31,8 @@ struct Sim {
     scheduler: Scheduler,
     faults: Vec<Fault>,
     truncate_to: usize,
+    /// Whether answers say how many prompt tokens came from the cache.
+    cache_counter: bool,
     /// API key → tenant label.
     keys: HashMap<String, String>,
     /// Requests being served, by id, as `GET /slots` shows them.
@@ -70,6 +72,7 @@ pub(super) fn router(config: SimConfig) -> Router {
         scheduler: Scheduler::new(config.batch, config.decode_step, !config.has(Fault::CancelSwap)),
         faults: config.faults.clone(),
         truncate_to: config.truncate_to(),
+        cache_counter: !config.no_cache_counter,
         model: config.model,
         context: config.context,
         keys: config
@@ -321,12 +324,14 @@ impl Sim {
         } else {
             reply.prompt_tokens
         };
-        let usage = json!({
+        let mut usage = json!({
             "prompt_tokens": reported_prompt,
             "completion_tokens": reply.completion_tokens,
             "total_tokens": reported_prompt + reply.completion_tokens,
-            "prompt_tokens_details": { "cached_tokens": reply.cached_tokens },
         });
+        if self.cache_counter {
+            usage["prompt_tokens_details"] = json!({ "cached_tokens": reply.cached_tokens });
+        }
         let mut slot = self.scheduler.acquire().await;
         slot.put(tokenizer::tokens(&reply.text));
         let mut response = if delivery.stream {

@@ -33,9 +33,15 @@
 //! recovered, whether it equals a's secret, the guesses used and the channel); pass
 //! when b's guesses reused nothing of a's prompt while a's own control shows the
 //! counter would have told; inconclusive when the control does not hold. Digits b
-//! "recovered" that are not a's are no leak, and make the case inconclusive. Timing
-//! alone (no counter) is the cross-tenant timing case's channel; this case reads
-//! counters only and says so when there are none.
+//! "recovered" that are not a's are no leak, and make the case inconclusive.
+//!
+//! Where answers carry no counter (many hosted APIs report none), the case times the
+//! guesses instead ([`timed`]): the same steps, each guess a chain of samples judged by
+//! a sequential test against a baseline, with its own control and the same verdicts.
+
+mod timed;
+
+pub use timed::threshold;
 
 use super::{Context, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
@@ -63,6 +69,37 @@ pub struct ExtractionParams {
     /// The most guesses tenant b sends (default 40, ten for each of four digits).
     #[serde(default = "default_max_guesses")]
     pub max_guesses: u32,
+    /// Timed guesses (no counter): the tokens each sample of a guess adds after the
+    /// digit (default 48); the time to prefill them is what a right guess saves.
+    #[serde(default = "default_timing_step_tokens")]
+    pub timing_step_tokens: u32,
+    /// Timed guesses: the most samples of one guess (default 32; a right guess is
+    /// decided in 10 to 20 at the default level).
+    #[serde(default = "default_timing_samples")]
+    pub timing_samples: u32,
+    /// Timed guesses: the sequential test's level per guess (default 0.001); a digit
+    /// taken wrongly is no finding (it is not a's), so this bounds wasted guesses.
+    #[serde(default = "default_timing_alpha")]
+    pub timing_alpha: f64,
+    /// Timed guesses: the most requests the timed search sends (default 600).
+    #[serde(default = "default_timing_requests")]
+    pub timing_requests: u32,
+}
+
+fn default_timing_step_tokens() -> u32 {
+    48
+}
+
+fn default_timing_samples() -> u32 {
+    32
+}
+
+fn default_timing_alpha() -> f64 {
+    1e-3
+}
+
+fn default_timing_requests() -> u32 {
+    600
 }
 
 fn default_digits() -> u32 {
@@ -88,6 +125,10 @@ impl Default for ExtractionParams {
             document_tokens: default_document_tokens(),
             block_tokens: default_block_tokens(),
             max_guesses: default_max_guesses(),
+            timing_step_tokens: default_timing_step_tokens(),
+            timing_samples: default_timing_samples(),
+            timing_alpha: default_timing_alpha(),
+            timing_requests: default_timing_requests(),
         }
     }
 }
@@ -119,6 +160,34 @@ impl super::Probe for PrefixExtraction {
         if p.max_guesses == 0 {
             return bad("max_guesses", "is 0".into(), "allow at least one guess");
         }
+        if p.timing_step_tokens < 16 {
+            return bad(
+                "timing_step_tokens",
+                format!("is {}", p.timing_step_tokens),
+                "give at least 16 tokens, the smallest block engines cache in",
+            );
+        }
+        if !(12..=64).contains(&p.timing_samples) {
+            return bad(
+                "timing_samples",
+                format!("is {}", p.timing_samples),
+                "give 12 to 64 samples per guess (the control takes 12; a clear effect is decided in 10 to 20)",
+            );
+        }
+        if !(p.timing_alpha > 0.0 && p.timing_alpha < 0.5) {
+            return bad(
+                "timing_alpha",
+                format!("is {}", p.timing_alpha),
+                "give a level between 0 and 0.5, such as 0.001",
+            );
+        }
+        if p.timing_requests < 64 {
+            return bad(
+                "timing_requests",
+                format!("is {}", p.timing_requests),
+                "allow at least 64 requests (the control alone takes 37)",
+            );
+        }
         Ok(())
     }
 
@@ -129,9 +198,9 @@ impl super::Probe for PrefixExtraction {
     fn ceiling(p: &ExtractionParams, _profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
         // Calibration, the victim's prompt and its two controls, b's priming request,
         // and every guess with the victim's prompt again before it, each asking for one
-        // token.
+        // token; or, where answers carry no counter, the timed search's budget.
         Some(super::Ceiling::Like {
-            requests: 5 + 2 * u64::from(p.max_guesses),
+            requests: (5 + 2 * u64::from(p.max_guesses)).max(2 + u64::from(p.timing_requests)),
             max_tokens: 1,
         })
     }
@@ -196,14 +265,8 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
     let (victim, thief) = (&labels[0], &labels[1]);
     let mut sizer = Sizer::calibrated(ctx, victim).await?;
     let secret = draw(p, &ctx, &sizer);
-    let salt = |tenant: &str| {
-        ctx.session
-            .profile()
-            .cache_salt
-            .then(|| format!("{:016x}", ctx.session.secret().seed(tenant, ctx.case_id, u32::MAX)))
-    };
     let ask = |tenant: &str, prompt: String| ChatRequest {
-        cache_salt: salt(tenant),
+        cache_salt: salt(&ctx, tenant),
         ..ChatRequest::user(prompt, 1)
     };
     let mut unjudged = Vec::new();
@@ -226,8 +289,12 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
         }
     };
 
-    // 1. The victim's prompt, then its own control.
+    // 1. The victim's prompt, then its own control. An answer without a counter sends
+    //    the case to the timed search.
     let victims = sizer.send_request(victim, &ask(victim, secret.whole()), false).await?;
+    if victims.exchange.is_success() && victims.exchange.usage.and_then(|u| u.cached_tokens).is_none() {
+        return timed::extract(p, ctx, sizer, &victims).await;
+    }
     if counted(&victims, &format!("tenant {victim}'s prompt"), &mut unjudged).is_none() {
         return Ok(inconclusive(unjudged, sizer));
     }
@@ -264,16 +331,14 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
     if counted(&primed, &format!("tenant {thief}'s priming request"), &mut unjudged).is_none() {
         return Ok(inconclusive(unjudged, sizer));
     }
-    let mut recovered: Vec<u8> = Vec::new();
-    let mut guesses = 0u32;
-    let mut seqs = Vec::new();
+    let mut found = Guesses::default();
     let mut last_position: Vec<Guess> = Vec::new();
-    let mut resent = 0u32;
-    'positions: while recovered.len() < secret.digits.len() {
-        let position = recovered.len();
+    'positions: while found.recovered.len() < secret.digits.len() {
+        let position = found.recovered.len();
         let mut tried: Vec<Guess> = Vec::new();
         for digit in order(&ctx, position) {
-            if guesses >= p.max_guesses {
+            if found.guesses >= p.max_guesses {
+                found.exhausted = true;
                 last_position = tried;
                 break 'positions;
             }
@@ -282,26 +347,25 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
             // cached prompt only as long as no other request takes its place
             // (llama.cpp's slots keep the last prompt each served).
             let again = sizer.send_request(victim, &ask(victim, secret.whole()), false).await?;
-            resent += 1;
             if counted(&again, &format!("tenant {victim}'s prompt, sent again"), &mut unjudged).is_none() {
                 return Ok(inconclusive(unjudged, sizer));
             }
             let sent = sizer
                 .send_request(
                     thief,
-                    &ask(thief, secret.prompt(&recovered, char::from(b'0' + digit))),
+                    &ask(thief, secret.prompt(&found.recovered, char::from(b'0' + digit))),
                     false,
                 )
                 .await?;
-            guesses += 1;
-            seqs.push(sent.seq);
+            found.guesses += 1;
+            found.seqs.push(sent.seq);
             let who = format!("tenant {thief}'s guess {digit} at digit {}", position + 1);
             let Some(cached) = counted(&sent, &who, &mut unjudged) else {
                 return Ok(inconclusive(unjudged, sizer));
             };
             tried.push(Guess { digit, cached });
             if let Some(d) = decided(&tried, margin) {
-                recovered.push(d);
+                found.recovered.push(d);
                 continue 'positions;
             }
         }
@@ -309,84 +373,136 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
         break;
     }
 
-    let first_seq = seqs.first().copied().unwrap_or(primed.seq);
-    let last_seq = seqs.last().copied().unwrap_or(primed.seq);
-    let shown = Secret::shown(&recovered);
-    let actual = Secret::shown(&secret.digits);
-    let matches = secret.digits.starts_with(&recovered);
     let channel = "the reuse counter of its own answers (usage.prompt_tokens_details.cached_tokens or timings.cache_n)";
-    let mut findings = Vec::new();
-    if !recovered.is_empty() && matches {
-        let whole = recovered.len() == secret.digits.len();
-        findings.push(Finding {
-            code: FindingCode::PrefixExtracted,
-            message: format!(
-                "tenant {thief} read tenant {victim}'s secret out of the shared prefix cache: it recovered {shown}{} \
-                 ({} of {} digits, {} tenant {victim}'s secret {actual}) in {guesses} guesses and one priming request, \
-                 reading {channel} (transcript #{first_seq} to #{last_seq}; tenant {victim}'s prompt #{}, sent again \
-                 before each guess, {resent} times)",
-                if whole { "" } else { "…" },
-                recovered.len(),
-                secret.digits.len(),
-                if whole { "equal to" } else { "the start of" },
-                victims.seq
-            ),
-            leak: None,
-        });
-    } else if !recovered.is_empty() {
-        unjudged.push(format!(
-            "tenant {thief}'s counter pointed to {shown}, which is not tenant {victim}'s secret {actual} \
-             (transcript #{first_seq} to #{last_seq}): the counter moves for something other than a shared prefix"
-        ));
-    }
-    let reached = if findings.is_empty() && unjudged.is_empty() {
-        let counts: Vec<u64> = last_position.iter().map(|g| g.cached).collect();
-        let same = counts.first().copied().unwrap_or(0);
-        if last_position.len() < 10 {
-            Err(format!(
-                "the guess budget (max_guesses = {}) ended before tenant {thief} had tried every digit at a position",
-                p.max_guesses
-            ))
-        } else {
-            Ok(format!(
-                "tenant {thief}'s {guesses} guesses at digit {} of tenant {victim}'s {}-digit secret all reused \
-                 {same} tokens (what {thief} had sent itself): none of tenant {victim}'s prompt; {control}",
-                recovered.len() + 1,
-                secret.digits.len()
-            ))
-        }
-    } else if unjudged.is_empty() {
-        Ok(format!("{control}; {guesses} guesses"))
+    let rest = if found.exhausted {
+        Err(format!(
+            "the guess budget (max_guesses = {}) ended before tenant {thief} had tried every digit at a position",
+            p.max_guesses
+        ))
+    } else if found.recovered.len() < secret.digits.len() {
+        let same = last_position.first().map_or(0, |g| g.cached);
+        Ok(format!(
+            "tenant {thief}'s guesses at digit {} of tenant {victim}'s {}-digit secret all reused {same} tokens \
+             (what {thief} had sent itself): none of tenant {victim}'s prompt; {control}",
+            found.recovered.len() + 1,
+            secret.digits.len()
+        ))
     } else {
-        Err(unjudged.join("; "))
+        Ok(control)
     };
-    Ok(conclude(findings, reached, sizer.coverage))
+    Ok(found.conclude(victim, thief, &secret.digits, channel, victims.seq, rest, sizer))
+}
+
+/// What tenant b's guesses found, on either channel.
+#[derive(Debug, Default)]
+struct Guesses {
+    /// The digits recovered, in order.
+    recovered: Vec<u8>,
+    /// Guesses tried (a timed guess is one, whatever its samples).
+    guesses: u32,
+    /// Timed pairs sent (none on the counter).
+    pairs: u32,
+    /// The transcript lines of the guesses.
+    seqs: Vec<u64>,
+    /// Whether the budget ended the search.
+    exhausted: bool,
+}
+
+impl Guesses {
+    /// The outcome: fail when the digits recovered are the start of a's secret;
+    /// inconclusive when they are not, or `rest` (what else was reached) is an error;
+    /// else a pass with `rest`.
+    #[allow(clippy::too_many_arguments)]
+    fn conclude(
+        &self,
+        victim: &str,
+        thief: &str,
+        digits: &[u8],
+        channel: &str,
+        victim_seq: u64,
+        rest: Result<String, String>,
+        sizer: Sizer<'_>,
+    ) -> Outcome {
+        let first_seq = self.seqs.first().copied().unwrap_or(victim_seq);
+        let last_seq = self.seqs.last().copied().unwrap_or(victim_seq);
+        let shown = Secret::shown(&self.recovered);
+        let actual = Secret::shown(digits);
+        let mut findings = Vec::new();
+        let mut unjudged = Vec::new();
+        if !self.recovered.is_empty() && digits.starts_with(&self.recovered) {
+            let whole = self.recovered.len() == digits.len();
+            findings.push(Finding {
+                code: FindingCode::PrefixExtracted,
+                message: format!(
+                    "tenant {thief} read tenant {victim}'s secret out of the shared prefix cache: it recovered \
+                     {shown}{} ({} of {} digits, {} tenant {victim}'s secret {actual}) in {} guesses, reading \
+                     {channel} (transcript #{first_seq} to #{last_seq}; tenant {victim}'s prompt #{victim_seq}, \
+                     sent again before each guess)",
+                    if whole { "" } else { "…" },
+                    self.recovered.len(),
+                    digits.len(),
+                    if whole { "equal to" } else { "the start of" },
+                    self.guesses,
+                ),
+                leak: None,
+            });
+        } else if !self.recovered.is_empty() {
+            unjudged.push(format!(
+                "tenant {thief}'s guesses pointed to {shown}, which is not tenant {victim}'s secret {actual} \
+                 (transcript #{first_seq} to #{last_seq}, reading {channel}): what moved is something other than a \
+                 shared prefix"
+            ));
+        }
+        let reached = match rest {
+            Ok(what) if unjudged.is_empty() => Ok(what),
+            Ok(_) => Err(unjudged.join("; ")),
+            Err(why) => Err(unjudged.into_iter().chain([why]).collect::<Vec<_>>().join("; ")),
+        };
+        conclude(findings, reached, sizer.coverage)
+    }
 }
 
 fn inconclusive(unjudged: Vec<String>, sizer: Sizer<'_>) -> Outcome {
     conclude(Vec::new(), Err(unjudged.join("; ")), sizer.coverage)
 }
 
-/// The victim's secret and the text around it, drawn from the run secret.
-fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Secret {
-    let secret = ctx.session.secret();
-    let seed = secret.seed("extraction", ctx.case_id, 0);
-    let digits: Vec<u8> = (0..p.digits).map(|i| ((seed >> (i * 4)) % 10) as u8).collect();
-    let builder = sizer.builder();
-    let intro = secret.pick(
+/// The `cache_salt` `tenant` sends, where the profile says the vendor takes one.
+fn salt(ctx: &Context<'_>, tenant: &str) -> Option<String> {
+    ctx.session
+        .profile()
+        .cache_salt
+        .then(|| format!("{:016x}", ctx.session.secret().seed(tenant, ctx.case_id, u32::MAX)))
+}
+
+/// Tenant a's secret digits, drawn from the run secret.
+fn digits(p: &ExtractionParams, ctx: &Context<'_>) -> Vec<u8> {
+    let seed = ctx.session.secret().seed("extraction", ctx.case_id, 0);
+    (0..p.digits).map(|i| ((seed >> (i * 4)) % 10) as u8).collect()
+}
+
+/// The words before the first digit, drawn from the run secret.
+fn intro(ctx: &Context<'_>) -> &'static str {
+    ctx.session.secret().pick(
         "extraction.intro",
         &[
             "The vault code follows, one digit at a time. The first digit is ",
             "Here is the door code, digit by digit. The first digit is ",
             "The account PIN is given one digit at a time. The first digit is ",
         ],
-    );
+    )
+}
+
+/// The victim's secret and the text around it, drawn from the run secret.
+fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Secret {
+    let secret = ctx.session.secret();
+    let digits = digits(p, ctx);
+    let builder = sizer.builder();
     let document = builder.build(
         u64::from(p.document_tokens),
         &Filler::plain(secret.seed("extraction", ctx.case_id, 1)),
         "",
         &[],
-        &format!("\n\n{intro}"),
+        &format!("\n\n{}", intro(ctx)),
     );
     let after = (0..p.digits)
         .map(|i| {
