@@ -492,25 +492,37 @@ fn intro(ctx: &Context<'_>) -> &'static str {
     )
 }
 
+/// The document before the first digit, with the words that introduce it; `label`
+/// draws its text.
+fn document(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>, label: &str) -> String {
+    sizer.builder().build(
+        u64::from(p.document_tokens),
+        &Filler::plain(ctx.session.secret().seed(label, ctx.case_id, 1)),
+        "",
+        &[],
+        &format!("\n\n{}", intro(ctx)),
+    )
+}
+
+/// The words after digit `i` and its text: those that introduce the next digit, or
+/// that close the secret.
+fn next_words(p: &ExtractionParams, i: u32) -> &'static str {
+    if i + 1 == p.digits {
+        ". That was the last digit."
+    } else {
+        ". The digit after that is "
+    }
+}
+
 /// The victim's secret and the text around it, drawn from the run secret.
 fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Secret {
     let secret = ctx.session.secret();
     let digits = digits(p, ctx);
     let builder = sizer.builder();
-    let document = builder.build(
-        u64::from(p.document_tokens),
-        &Filler::plain(secret.seed("extraction", ctx.case_id, 1)),
-        "",
-        &[],
-        &format!("\n\n{}", intro(ctx)),
-    );
+    let document = document(p, ctx, sizer, "extraction");
     let after = (0..p.digits)
         .map(|i| {
-            let next = if i + 1 == p.digits {
-                ". That was the last digit.".to_owned()
-            } else {
-                ". The digit after that is ".to_owned()
-            };
+            let next = next_words(p, i);
             builder.build(
                 u64::from(p.block_tokens),
                 &Filler::plain(secret.seed("extraction", ctx.case_id, 2 + i)),

@@ -293,13 +293,7 @@ fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Chained {
     let secret = ctx.session.secret();
     let digits = super::digits(p, ctx);
     let builder = sizer.builder();
-    let document = builder.build(
-        u64::from(p.document_tokens),
-        &Filler::plain(secret.seed("extraction.timed", ctx.case_id, 1)),
-        "",
-        &[],
-        &format!("\n\n{}", super::intro(ctx)),
-    );
+    let document = super::document(p, ctx, sizer, "extraction.timed");
     let pieces = (0..p.digits)
         .map(|i| {
             (0..p.timing_samples)
@@ -315,15 +309,7 @@ fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Chained {
                 .collect()
         })
         .collect();
-    let tails = (0..p.digits)
-        .map(|i| {
-            if i + 1 == p.digits {
-                ". That was the last digit.".to_owned()
-            } else {
-                ". The digit after that is ".to_owned()
-            }
-        })
-        .collect();
+    let tails = (0..p.digits).map(|i| super::next_words(p, i).to_owned()).collect();
     Chained {
         digits,
         document,
