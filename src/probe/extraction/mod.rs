@@ -528,7 +528,7 @@ fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Secret {
                 &Filler::plain(secret.seed("extraction", ctx.case_id, 2 + i)),
                 ". ",
                 &[],
-                &next,
+                next,
             )
         })
         .collect();
