@@ -591,14 +591,18 @@ impl Search<'_> {
                 continue;
             }
             let room = context.saturating_sub(prompt_tokens);
-            if completion + 8 >= room || ex.finish_reason.as_deref() == Some("length") {
-                return Ok(Ok(format!(
+            let exact = ex.usage.is_some() || local.is_some();
+            return Ok(match stopped_at(completion, room, context, exact) {
+                true => Ok(format!(
                     "a prompt that fits, asking for {ask} tokens past its room of {room}: stopped at the context ({prompt_tokens} + {completion} tokens by {counted_by}, transcript #{at})"
-                )));
-            }
-            return Ok(Err(format!(
-                "asked to write past the end of the context, the model stopped after {completion} of the {room} tokens of room left (transcript #{at}): generation past the context is untested"
-            )));
+                )),
+                false if ex.finish_reason.as_deref() == Some("length") => Err(format!(
+                    "asked to write past the end of the context, the answer was cut at {completion} of the {room} tokens of room left, finish reason length (transcript #{at}): a limit below the context (the server's own cap on generated tokens) stopped it first, so generation past the context is untested"
+                )),
+                false => Err(format!(
+                    "asked to write past the end of the context, the model stopped after {completion} of the {room} tokens of room left (transcript #{at}): generation past the context is untested"
+                )),
+            });
         }
         Ok(Err(format!("{why}: generation past the context is untested")))
     }
@@ -658,6 +662,17 @@ impl Search<'_> {
             .get_or_insert(self.sizer.coverage.prompt_tokens);
         self.findings.push(Finding { code, message, leak });
     }
+}
+
+/// Whether an answer that stayed within the context (asked for more than the room
+/// left) was stopped *by* the context: its completion reached the room, within 8 tokens
+/// where the tokens were counted (usage or the local tokenizer), within a twentieth of
+/// the context where they were estimated. An answer cut short of that, even with finish
+/// reason `length`, was stopped by something else (a server's cap on generated tokens)
+/// and says nothing of what happens at the context.
+fn stopped_at(completion: u64, room: u64, context: u64, exact: bool) -> bool {
+    let slack = if exact { 8 } else { context / 20 };
+    completion + slack >= room
 }
 
 /// What an answer that lost its fact holds besides, in words (empty when nothing):
@@ -816,4 +831,22 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
         Ok(what)
     };
     Ok(conclude(findings, reached, coverage))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stopped_at;
+
+    #[test]
+    fn only_an_answer_that_reached_the_room_was_stopped_by_the_context() {
+        // llama.cpp without --context-shift: 1,897 + 151 = 2,048.
+        assert!(stopped_at(151, 151, 2048, true));
+        assert!(stopped_at(145, 151, 2048, true));
+        // A cap on generated tokens (finish reason length, far below the room) is not
+        // the context stopping it.
+        assert!(!stopped_at(64, 151, 2048, true));
+        // Estimated counts get a twentieth of the context.
+        assert!(stopped_at(60, 151, 2048, false));
+        assert!(!stopped_at(40, 151, 2048, false));
+    }
 }
