@@ -735,6 +735,7 @@ fn tool_bug(panic: &Box<dyn std::any::Any + Send>) -> Outcome {
         sweep: Vec::new(),
         timing: Vec::new(),
         power: None,
+        nodes: None,
     }
 }
 

@@ -27,7 +27,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub use tenantcheck_evidence::{canary, judge, outcome, prompt, report, scan, threat, tokenizer, version};
+pub use tenantcheck_evidence::{canary, judge, nodes, outcome, prompt, report, scan, threat, tokenizer, version};
 pub use tenantcheck_sim as sim;
 
 pub mod adapter;

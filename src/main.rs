@@ -248,6 +248,22 @@ struct SimArgs {
     /// long prompts decode from).
     #[arg(long)]
     background_tenant: bool,
+    /// Serve as this many nodes behind a router, each with its own KV pool, prefix
+    /// cache and decode batch (a hosted model's replicas).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    nodes: usize,
+    /// With --nodes: the faults are on the first K nodes only (default: all).
+    #[arg(long, value_name = "K", requires = "nodes")]
+    bad_nodes: Option<usize>,
+    /// With --nodes: how the router spreads requests over them.
+    #[arg(long, value_enum, default_value = "random")]
+    routing: tenantcheck::sim::Routing,
+    /// With --nodes: the response header naming the serving node (`none`: not named).
+    #[arg(long, default_value = "x-served-by", value_name = "NAME")]
+    node_header: String,
+    /// With --routing affinity: the request header whose value pins a session to a node.
+    #[arg(long, default_value = "x-session-affinity", value_name = "NAME")]
+    affinity_header: String,
     /// A tenant as LABEL=ENV: its API key is read from environment variable ENV.
     /// Default: a=TENANTCHECK_KEY_A and b=TENANTCHECK_KEY_B, as in vendors/sim.toml.
     #[arg(long = "tenant", value_name = "LABEL=ENV")]
@@ -384,6 +400,32 @@ fn sim(args: SimArgs) -> u8 {
         tell!("error: --context must be at least 64 and --page-tokens at least 1");
         return exit::SETUP_ERROR;
     }
+    if args.nodes == 0 || args.bad_nodes.is_some_and(|k| k > args.nodes) {
+        tell!(
+            "error: --nodes is {} and --bad-nodes {:?}; fix: give at least one node, and at most as many bad nodes as nodes",
+            args.nodes,
+            args.bad_nodes
+        );
+        return exit::SETUP_ERROR;
+    }
+    for (flag, name) in [
+        ("--node-header", &args.node_header),
+        ("--affinity-header", &args.affinity_header),
+    ] {
+        if name != "none" && reqwest::header::HeaderName::try_from(name.to_ascii_lowercase()).is_err() {
+            tell!(
+                "error: {flag} {name:?} is not a header name; fix: give letters, digits and dashes, such as x-served-by"
+            );
+            return exit::SETUP_ERROR;
+        }
+    }
+    let fleet = (args.nodes > 1).then(|| tenantcheck::sim::Fleet {
+        nodes: args.nodes,
+        bad_nodes: args.bad_nodes,
+        routing: args.routing,
+        node_header: (args.node_header != "none").then(|| args.node_header.clone()),
+        affinity_header: args.affinity_header.clone(),
+    });
     let config = SimConfig {
         model: args.model,
         context: args.context,
@@ -409,6 +451,7 @@ fn sim(args: SimArgs) -> u8 {
         background_tenant: args.background_tenant,
         chaos: args.chaos,
         redirect_to: args.redirect_to,
+        fleet,
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -7,7 +7,7 @@
 
 use crate::adapter::{ChatRequest, Exchange, InvalidRequest, Provider};
 use crate::canary::{Canary, RunSecret};
-use crate::scan::{Hit, Scanner};
+use crate::scan::{GrowingScanner, Hit};
 use crate::transcript::Transcript;
 use crate::vendor::{TenantKey, VendorProfile};
 use std::sync::Arc;
@@ -61,6 +61,7 @@ fn interrupted(signal: &'static str, request: serde_json::Value) -> Exchange {
             url: String::new(),
             body: Some(request),
             raw: false,
+            headers: Default::default(),
         },
         transport_error: Some(crate::adapter::TransportError {
             kind: crate::adapter::TransportErrorKind::Interrupted,
@@ -196,11 +197,12 @@ impl std::ops::Sub for Spent {
     }
 }
 
-/// Every canary issued in the run, and a scanner over them (rebuilt when stale).
+/// Every canary issued in the run, and a scanner over them (made at the first scan,
+/// then told of each canary issued).
 #[derive(Default)]
 struct Registry {
     issued: Vec<Canary>,
-    scanner: Option<Scanner>,
+    scanner: Option<GrowingScanner>,
     /// Canary id → the transcript line of the first request that carried it.
     seeded_in: std::collections::HashMap<String, u64>,
     /// Issued canaries no request has carried yet (indices into `issued`).
@@ -213,8 +215,10 @@ impl Registry {
     fn add(&mut self, c: Canary) -> usize {
         let i = self.issued.len();
         self.index.insert(c.id.clone(), i);
+        if let Some(scanner) = &mut self.scanner {
+            scanner.add(c.clone());
+        }
         self.issued.push(c);
-        self.scanner = None;
         i
     }
 }
@@ -510,9 +514,14 @@ impl Session {
             pending,
             ..
         } = &mut *reg;
+        let carried: Vec<crate::canary::Carried<'_>> = request
+            .messages
+            .iter()
+            .map(|m| crate::canary::Carried::of(&m.content))
+            .collect();
         pending.retain(|&i| {
             let c = &issued[i];
-            let carried = request.messages.iter().any(|m| c.carried_by(&m.content));
+            let carried = carried.iter().any(|m| m.holds(c));
             if carried {
                 seeded_in.insert(c.id.clone(), seq);
             }
@@ -523,11 +532,16 @@ impl Session {
     /// Canaries of the run not owned by `recipient` found in `text`.
     pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
         let mut reg = self.canaries.lock().expect("canary registry poisoned");
-        if reg.scanner.is_none() {
+        let reg = &mut *reg;
+        let scanner = reg.scanner.get_or_insert_with(|| {
             let marks: Vec<_> = self.tenants.iter().map(|t| self.secret.marks(&t.label)).collect();
-            reg.scanner = Some(Scanner::new(reg.issued.clone()).with_marks(&marks));
-        }
-        reg.scanner.as_ref().expect("just built").scan(text, recipient)
+            let mut scanner = GrowingScanner::new(&marks);
+            for c in &reg.issued {
+                scanner.add(c.clone());
+            }
+            scanner
+        });
+        scanner.scan(text, recipient)
     }
 
     /// How many canaries each (owner, case) was issued: indices 0 to count - 1.
@@ -770,6 +784,12 @@ impl Session {
             let wait = retry_after(&exchange, attempt);
             let sent = self.record(case, recorded_as, exchange)?;
             self.note_refusal(recorded_as, expect, sent.seq, &sent.exchange);
+            // The refusal that stops the run cuts its own case short too: an answer
+            // refused for its credential earns no verdict (a case whose every request
+            // was refused might otherwise pass on it).
+            if self.refused().is_some_and(|r| r.last_seq == sent.seq) {
+                self.note_cut(case);
+            }
             // Every attempt is in the transcript; a retry is charged like any request,
             // and none is made past the budget.
             match wait {

@@ -275,8 +275,71 @@ pub fn validate(profile: &VendorProfile, origin: &Path) -> Result<(), ProfileErr
             "allow at least 1 request in flight",
         ));
     }
+    if let Some(fleet) = &profile.fleet {
+        for (field, name) in [
+            ("fleet.node_header", &fleet.node_header),
+            ("fleet.affinity_header", &fleet.affinity_header),
+        ] {
+            if let Some(name) = name
+                && reqwest::header::HeaderName::try_from(name.to_ascii_lowercase()).is_err()
+            {
+                return Err(invalid(
+                    field,
+                    format!("{name:?} is not a header name"),
+                    "give the header's name alone, letters, digits and dashes, such as x-served-by",
+                ));
+            }
+            // Credentials, cookies and framing are never recorded nor chosen by a profile.
+            if let Some(name) = name
+                && RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+            {
+                return Err(invalid(
+                    field,
+                    format!("{name:?} carries credentials, cookies or the message's framing"),
+                    "name the vendor's own node or session header, such as x-served-by or x-session-affinity",
+                ));
+            }
+        }
+        if fleet.nodes == Some(0) {
+            return Err(invalid(
+                "fleet.nodes",
+                "is 0".into(),
+                "declare the nodes serving the model (at least 1), or leave the field out",
+            ));
+        }
+        if !(fleet.max_unseen > 0.0 && fleet.max_unseen < 1.0) {
+            return Err(invalid(
+                "fleet.max_unseen",
+                format!("is {}", fleet.max_unseen),
+                "give a chance between 0 and 1, such as 0.01",
+            ));
+        }
+        if profile.adapter == AdapterKind::Command && (fleet.node_header.is_some() || fleet.affinity_header.is_some()) {
+            return Err(invalid(
+                "fleet",
+                "names headers, but the command adapter's program keeps headers to itself".into(),
+                "declare only fleet.nodes for the command adapter, or use an HTTP adapter",
+            ));
+        }
+    }
     Ok(())
 }
+
+/// Headers a profile's `[fleet]` may not name: they carry credentials or cookies, or
+/// frame the message.
+const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "cookie",
+    "set-cookie",
+    "host",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+];
 
 /// Reads each tenant's credential through `lookup` (third pass), usually
 /// `|name| std::env::var(name).ok()`.

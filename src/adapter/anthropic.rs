@@ -48,6 +48,15 @@ impl AnthropicMessages {
         })
     }
 
+    /// Keeps the profile's node header and sends its affinity header (see
+    /// [`Http::fleet`]).
+    pub fn with_fleet(mut self, fleet: Option<&crate::vendor::FleetSpec>) -> Self {
+        if let Some(fleet) = fleet {
+            self.http.fleet(fleet);
+        }
+        self
+    }
+
     fn body(&self, request: &ChatRequest) -> Value {
         // System messages go into `system`; the rest are turns.
         let system: Vec<&str> = request
@@ -81,13 +90,17 @@ impl AnthropicMessages {
             url: format!("{}/messages", self.base_url),
             body: Some(body),
             raw,
+            headers: Default::default(),
         }
     }
 }
 
 impl Provider for AnthropicMessages {
     fn chat<'a>(&'a self, credential: &'a Secret, request: &'a ChatRequest) -> BoxFuture<'a, Exchange> {
-        let recorded = self.post(self.body(request), false);
+        let recorded = RecordedRequest {
+            headers: self.http.chosen_headers(request),
+            ..self.post(self.body(request), false)
+        };
         Box::pin(self.http.send(credential, recorded, request.cancel_after, &Anthropic))
     }
 
@@ -97,6 +110,7 @@ impl Provider for AnthropicMessages {
             url: format!("{}/models", self.base_url),
             body: None,
             raw: false,
+            headers: Default::default(),
         };
         Box::pin(self.http.send(credential, recorded, None, &Anthropic))
     }

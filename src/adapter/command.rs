@@ -172,6 +172,7 @@ impl CommandAdapter {
                 url: format!("command:{}", op.as_str().unwrap_or_default()),
                 body: Some(serde_json::to_value(&request).expect("requests serialise")),
                 raw: false,
+                headers: Default::default(),
             },
             ..Exchange::default()
         };

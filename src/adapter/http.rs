@@ -66,6 +66,11 @@ pub(super) struct Http {
     auth: Auth,
     /// Headers every request carries (an API version).
     fixed: Vec<(&'static str, &'static str)>,
+    /// The response header naming the serving node (the profile's
+    /// `fleet.node_header`, lowercase), kept in the transcript.
+    node_header: Option<String>,
+    /// The request header that pins a request to a node (`fleet.affinity_header`).
+    affinity_header: Option<String>,
 }
 
 impl Http {
@@ -97,7 +102,25 @@ impl Http {
             limits,
             auth,
             fixed,
+            node_header: None,
+            affinity_header: None,
         })
+    }
+
+    /// Keeps the profile's node header in every exchange and sends its affinity
+    /// header with the requests that carry an affinity value.
+    pub fn fleet(&mut self, fleet: &crate::vendor::FleetSpec) {
+        self.node_header = fleet.node_header.as_ref().map(|h| h.to_ascii_lowercase());
+        self.affinity_header = fleet.affinity_header.as_ref().map(|h| h.to_ascii_lowercase());
+    }
+
+    /// The headers a chat request sends besides the credential: its affinity value
+    /// under the profile's affinity header, when both are given.
+    pub fn chosen_headers(&self, request: &super::ChatRequest) -> std::collections::BTreeMap<String, String> {
+        match (&self.affinity_header, &request.affinity) {
+            (Some(name), Some(value)) => [(name.clone(), value.clone())].into(),
+            _ => Default::default(),
+        }
     }
 
     /// Sends `recorded` with `credential`; a stream is read until it ends or, with
@@ -130,6 +153,7 @@ impl Http {
             url,
             body: (method != "GET").then(|| body.cloned().unwrap_or_else(|| Value::Object(Default::default()))),
             raw: false,
+            headers: Default::default(),
         };
         if !path.starts_with('/') || path.starts_with("//") {
             return Exchange {
@@ -183,6 +207,9 @@ impl Http {
             (Auth::Bearer, Some(key)) => builder.bearer_auth(key.expose()),
             (Auth::Header(name), Some(key)) => builder.header(name, key.expose()),
         };
+        for (name, value) in &ex.request.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
         for (name, value) in &self.fixed {
             builder = builder.header(*name, *value);
         }
@@ -198,7 +225,10 @@ impl Http {
         ex.status = Some(response.status().as_u16());
         for (name, value) in response.headers() {
             let name = name.as_str();
-            if KEPT_HEADERS.contains(&name) || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            if KEPT_HEADERS.contains(&name)
+                || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p))
+                || self.node_header.as_deref() == Some(name)
+            {
                 ex.headers
                     .insert(name.to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned());
             }

@@ -195,6 +195,10 @@ pub struct ChatRequest {
     /// be recognisable by them); `None`: temperature 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,
+    /// A session-affinity value, sent under the profile's `fleet.affinity_header`, so
+    /// that requests with one value meet on one node; `None`: the router chooses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<String>,
 }
 
 /// Sampling parameters of a request.
@@ -247,11 +251,15 @@ pub fn provider(profile: &VendorProfile) -> Result<std::sync::Arc<dyn Provider>,
         max_response_bytes: profile.max_response_bytes,
     };
     Ok(match profile.adapter {
-        AdapterKind::OpenaiChat => std::sync::Arc::new(OpenAiChat::new(profile.base_url(), &profile.model, limits)?),
-        AdapterKind::Anthropic => {
-            std::sync::Arc::new(AnthropicMessages::new(profile.base_url(), &profile.model, limits)?)
-        }
-        AdapterKind::WorkersAi => std::sync::Arc::new(WorkersAi::new(profile.base_url(), &profile.model, limits)?),
+        AdapterKind::OpenaiChat => std::sync::Arc::new(
+            OpenAiChat::new(profile.base_url(), &profile.model, limits)?.with_fleet(profile.fleet.as_ref()),
+        ),
+        AdapterKind::Anthropic => std::sync::Arc::new(
+            AnthropicMessages::new(profile.base_url(), &profile.model, limits)?.with_fleet(profile.fleet.as_ref()),
+        ),
+        AdapterKind::WorkersAi => std::sync::Arc::new(
+            WorkersAi::new(profile.base_url(), &profile.model, limits)?.with_fleet(profile.fleet.as_ref()),
+        ),
         AdapterKind::Command => std::sync::Arc::new(CommandAdapter::new(profile.command.clone(), timeout)),
     })
 }

@@ -39,6 +39,15 @@ impl OpenAiChat {
         })
     }
 
+    /// Keeps the profile's node header and sends its affinity header (see
+    /// [`Http::fleet`]).
+    pub fn with_fleet(mut self, fleet: Option<&crate::vendor::FleetSpec>) -> Self {
+        if let Some(fleet) = fleet {
+            self.http.fleet(fleet);
+        }
+        self
+    }
+
     async fn send(&self, credential: &Secret, recorded: RecordedRequest, cancel_after: Option<u32>) -> Exchange {
         self.http.send(credential, recorded, cancel_after, &OpenAi).await
     }
@@ -73,6 +82,7 @@ impl Provider for OpenAiChat {
             url: format!("{}/chat/completions", self.base_url),
             body: Some(self.body(request)),
             raw: false,
+            headers: self.http.chosen_headers(request),
         };
         Box::pin(self.send(credential, recorded, request.cancel_after))
     }
@@ -83,6 +93,7 @@ impl Provider for OpenAiChat {
             url: format!("{}/models", self.base_url),
             body: None,
             raw: false,
+            headers: Default::default(),
         };
         Box::pin(self.send(credential, recorded, None))
     }
@@ -102,6 +113,7 @@ impl Provider for OpenAiChat {
             url: format!("{}/responses", self.base_url),
             body: Some(body),
             raw: false,
+            headers: Default::default(),
         };
         Box::pin(self.send(credential, recorded, None))
     }
@@ -117,6 +129,7 @@ impl Provider for OpenAiChat {
             url: format!("{}/responses/{}", self.base_url, super::path_segment(&id)),
             body: None,
             raw: false,
+            headers: Default::default(),
         };
         Box::pin(self.send(credential, recorded, None))
     }
@@ -132,6 +145,7 @@ impl Provider for OpenAiChat {
             url: format!("{}/chat/completions", self.base_url),
             body: Some(body),
             raw,
+            headers: Default::default(),
         };
         Box::pin(self.send(credential, recorded, None))
     }

@@ -43,6 +43,15 @@ impl WorkersAi {
         })
     }
 
+    /// Keeps the profile's node header and sends its affinity header (see
+    /// [`Http::fleet`]).
+    pub fn with_fleet(mut self, fleet: Option<&crate::vendor::FleetSpec>) -> Self {
+        if let Some(fleet) = fleet {
+            self.http.fleet(fleet);
+        }
+        self
+    }
+
     fn body(request: &ChatRequest) -> Value {
         json!({
             "messages": request.messages,
@@ -58,13 +67,17 @@ impl WorkersAi {
             url: format!("{}/run/{model}", self.base_url),
             body: Some(body),
             raw,
+            headers: Default::default(),
         }
     }
 }
 
 impl Provider for WorkersAi {
     fn chat<'a>(&'a self, credential: &'a Secret, request: &'a ChatRequest) -> BoxFuture<'a, Exchange> {
-        let recorded = self.run(&self.model, Self::body(request), false);
+        let recorded = RecordedRequest {
+            headers: self.http.chosen_headers(request),
+            ..self.run(&self.model, Self::body(request), false)
+        };
         Box::pin(self.http.send(credential, recorded, request.cancel_after, &Envelope))
     }
 
@@ -74,6 +87,7 @@ impl Provider for WorkersAi {
             url: format!("{}/models/search?per_page=1", self.base_url),
             body: None,
             raw: false,
+            headers: Default::default(),
         };
         Box::pin(self.http.send(credential, recorded, None, &Envelope))
     }

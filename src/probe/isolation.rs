@@ -76,6 +76,17 @@ pub struct CanaryResidueParams {
     /// says they can reach it (see [`top_up_projection`]). 0: none.
     #[serde(default = "default_extra_exposures")]
     pub extra_exposures: u32,
+    /// Where the profile has a `[fleet]`: at most this many more seeder-and-prober
+    /// pairs at the top rung, each pair pinned to one node (a shared opening and
+    /// affinity value) and the next pair elsewhere, until every node seen had the
+    /// exposures it needs and the chance of an unseen node is below the profile's
+    /// `max_unseen` (see [`crate::nodes::NodeCoverage`]). 0: none.
+    #[serde(default = "default_node_pairs")]
+    pub node_pairs: u32,
+}
+
+fn default_node_pairs() -> u32 {
+    96
 }
 
 fn default_extra_exposures() -> u32 {
@@ -115,6 +126,12 @@ impl CanaryResidueParams {
         }
         if !(self.min_reach > 0.0 && self.min_reach <= 1.0) {
             return invalid("min_reach", "must be in (0, 1]".into());
+        }
+        if self.node_pairs > 10_000 {
+            return invalid(
+                "node_pairs",
+                format!("is {}; at most 10000 (each is two prompts at the top rung)", self.node_pairs),
+            );
         }
         if self.extra_exposures > 1000 {
             return invalid(
@@ -213,6 +230,9 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         trials: Vec::new(),
         foreign: Vec::new(),
         extra_spent: 0,
+        served: Vec::new(),
+        route: None,
+        node_spent: 0,
     };
     match run.go().await {
         Ok(reach) => run.conclude(reach),
@@ -253,6 +273,14 @@ struct Run<'a> {
     foreign: Vec<(u64, String, Vec<String>)>,
     /// Pairs spent at the top rung after the ladder.
     extra_spent: u32,
+    /// Every answered request, in order: transcript line, tenant, and the node that
+    /// served it where the vendor named one (the profile's `fleet.node_header`).
+    served: Vec<(u64, String, Option<String>)>,
+    /// The routing key of the pair being sent: its prompts open with text drawn from
+    /// it and carry it as the affinity value, so that both meet on one node.
+    route: Option<String>,
+    /// Pairs spent for node coverage.
+    node_spent: u32,
 }
 
 /// The positive control of one rung, by transcript line.
@@ -312,6 +340,7 @@ impl Run<'_> {
         let reached = reach.values().all(|&got| got as f64 >= self.p.min_reach * top as f64);
         if reached {
             self.top_up(&tenants, top).await?;
+            self.cover_nodes(&tenants, top).await?;
         }
         Ok(Some(reach))
     }
@@ -347,6 +376,88 @@ impl Run<'_> {
         self.notes.push(format!("{spent} more exposures spent at the top rung"));
         self.extra_spent = spent;
         Ok(())
+    }
+
+    /// Where the profile has a `[fleet]`: more seeder-and-prober pairs at the top rung,
+    /// each pinned to one node, until the nodes are covered (see
+    /// [`CanaryResidueParams::node_pairs`]).
+    async fn cover_nodes(&mut self, tenants: &[String], top: u64) -> Result<(), SessionError> {
+        if self.session.profile().fleet.is_none() {
+            return Ok(());
+        }
+        let mut spent = 0;
+        while spent < self.p.node_pairs {
+            // A leak decides the case; a covered fleet needs no more; and coverage that
+            // no pair can make known (no node named, no count declared; or a node
+            // header no answer has carried after two pairs) is not bought.
+            let Some(coverage) = self.node_coverage() else { break };
+            let blind = (coverage.signal.is_none() && coverage.declared.is_none())
+                || (coverage.signal.is_some() && coverage.answers.is_empty() && spent >= 2);
+            if !self.leaks.is_empty() || coverage.suffices() || blind {
+                break;
+            }
+            let n = self.extra_spent + spent;
+            let seeder = &tenants[n as usize % tenants.len()];
+            let prober = &tenants[(n as usize + 1) % tenants.len()];
+            self.route = Some(format!(
+                "{:016x}",
+                self.session.secret().seed("isolation.route", self.case, n)
+            ));
+            self.send_records(seeder, top, false, false).await?;
+            let got = self.send_records(prober, top, n % 2 == 1, true).await?;
+            self.route = None;
+            spent += 1;
+            if got.is_none() {
+                break;
+            }
+        }
+        if spent > 0 {
+            self.notes.push(format!("{spent} more exposures spent at the top rung to reach the vendor's nodes"));
+        }
+        self.node_spent = spent;
+        Ok(())
+    }
+
+    /// Which nodes the top rung's exposures reached, where the profile has a
+    /// `[fleet]`.
+    fn node_coverage(&self) -> Option<crate::nodes::NodeCoverage> {
+        let fleet = self.session.profile().fleet.as_ref()?;
+        let power = self.power();
+        let top = power.bands.last();
+        let top_exposed: BTreeSet<u64> = top.map(|b| b.exposed.iter().copied().collect()).unwrap_or_default();
+        let mut answers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut exposures: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        // The tenant served last on each node.
+        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        for (seq, tenant, node) in &self.served {
+            let Some(node) = node else { continue };
+            answers.entry(node.clone()).or_default().push(*seq);
+            if top_exposed.contains(seq) && last.get(node.as_str()).is_some_and(|t| *t != tenant.as_str()) {
+                exposures.entry(node.clone()).or_default().push(*seq);
+            }
+            last.insert(node, tenant);
+        }
+        let signal = fleet
+            .node_header
+            .as_ref()
+            .map(|h| format!("the response header {}", h.to_ascii_lowercase()));
+        let total_exposures = top_exposed.len() as u64;
+        let unseen = match (&signal, fleet.nodes) {
+            (Some(_), _) if !answers.is_empty() => Some(crate::nodes::good_turing(answers.values())),
+            (Some(_), _) => None,
+            (None, Some(n)) => Some(1.0 - crate::nodes::all_reached(n, total_exposures)),
+            (None, None) => None,
+        };
+        Some(crate::nodes::NodeCoverage {
+            signal,
+            declared: fleet.nodes,
+            answers,
+            exposures,
+            total_exposures,
+            needed: crate::nodes::needed(top.map_or(0.0, |b| b.echo_low), self.p.min_power),
+            unseen,
+            max_unseen: fleet.max_unseen,
+        })
     }
 
     /// The positive control so far: per rung, the echo and the exposures.
@@ -451,8 +562,12 @@ impl Run<'_> {
         stream: bool,
         exposure: bool,
     ) -> Result<Option<u64>, SessionError> {
-        let mut target = rung;
+        // A pinned pair's opening takes its share of the context.
+        let mut target = rung.saturating_sub(self.builder.tokens_for(self.opening().len())).max(64);
+        let issued = |run: &Self| run.issued.get(tenant).map_or(0, Vec::len);
         for _ in 0..4 {
+            // The canaries of the prompt sent: those issued from here on.
+            let mut first = issued(self);
             let mut prompt = self.prompt(tenant, PromptSize::Tokens(target));
             // Sized by a ratio learned on other text, a prompt the local tokenizer counts
             // too long is built again, shorter by its excess, rather than sent to be
@@ -462,6 +577,7 @@ impl Run<'_> {
                 match self.session.local_tokens(&prompt) {
                     Some(n) if n > target => {
                         aim = aim.saturating_sub(n - target).max(64);
+                        first = issued(self);
                         prompt = self.prompt(tenant, PromptSize::Tokens(aim));
                     }
                     _ => break,
@@ -480,7 +596,10 @@ impl Run<'_> {
                     _ => self.builder.tokens_for(prompt.len()),
                 };
                 self.coverage.max_prompt_tokens = self.coverage.max_prompt_tokens.max(tokens);
-                let own = self.issued.get(tenant).map(Vec::as_slice).unwrap_or_default();
+                // Only this prompt's canaries can be echoed from it (each prompt's are
+                // fresh): the same judgement as over all the tenant's, at a fraction of
+                // the cost on a long run.
+                let own = self.issued.get(tenant).map(|v| &v[first..]).unwrap_or_default();
                 let echo = super::echoed(own, &prompt, &ex.content);
                 let foreign = self.note_foreign(tenant, &prompt, &sent);
                 let control = self.controls.entry(rung).or_default();
@@ -570,15 +689,51 @@ impl Run<'_> {
         }
     }
 
+    /// The system message a pinned pair's prompts open with: the same for both, drawn
+    /// from the pair's routing key, longer than the opening prefix-hash routers read
+    /// (about 256 tokens), so that both land on one node and the next pair elsewhere;
+    /// empty outside a pinned pair. A system message, so that the user's turn still
+    /// opens with the records it asks to be read back.
+    fn opening(&self) -> String {
+        let Some(route) = &self.route else {
+            return String::new();
+        };
+        let seed = u64::from_str_radix(route, 16).unwrap_or(0);
+        let filler = crate::prompt::Filler::plain(seed);
+        let mut text = self.builder.build(320, &filler, &format!("Session {route}. "), &[], "\n\n");
+        let mut end = text.len().min(1400);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("\n\n");
+        text
+    }
+
     /// Sends, records, and scans the answer for other tenants' canaries.
     async fn send(&mut self, tenant: &str, prompt: &str, stream: bool) -> Result<Sent, SessionError> {
-        let request = ChatRequest {
+        let mut request = ChatRequest {
             stream,
+            affinity: self.route.clone(),
             ..ChatRequest::user(prompt, self.p.max_tokens)
         };
+        if self.route.is_some() {
+            request.messages.insert(
+                0,
+                crate::adapter::Message {
+                    role: "system".into(),
+                    content: self.opening(),
+                },
+            );
+        }
         let sent = self.session.chat(self.case, tenant, &request).await?;
         let ex = &sent.exchange;
         self.coverage.requests += 1;
+        if ex.status.is_some() {
+            let header = self.session.profile().fleet.as_ref().and_then(|f| f.node_header.as_ref());
+            let node = header.and_then(|h| ex.headers.get(&h.to_ascii_lowercase()).cloned());
+            self.served.push((sent.seq, tenant.to_owned(), node));
+        }
         if ex.is_success() {
             if let Some(u) = ex.usage {
                 self.coverage.prompt_tokens += u.prompt_tokens;
@@ -599,6 +754,7 @@ impl Run<'_> {
     fn conclude(self, reach: Option<Reach>) -> Outcome {
         let c = self.coverage;
         let power = self.power();
+        let nodes = self.node_coverage();
         let context = self.session.profile().context_window;
         let exercised = format!(
             "{} requests, {} prompt tokens, longest prompt {} tokens ({:.0}% of the advertised {context})",
@@ -629,7 +785,7 @@ impl Run<'_> {
                 "suspected data of customers outside the run: answers to long prompts held e-mail addresses or long numbers that no prompt of the run held in {} of {}, against {} of {} at short lengths (one-sided Fisher p = {:.1e}); {leaks} canaries of the run's own tenants leaked besides; {exercised}",
                 rise.long.0, rise.long.1, rise.short.0, rise.short.1, rise.p
             );
-            return finish(Verdict::Fail, summary, c, findings, power);
+            return finish(Verdict::Fail, summary, c, findings, power, nodes);
         }
         if !self.leaks.is_empty() {
             let responses: BTreeSet<u64> = self.leaks.iter().map(|l| l.returned_in).collect();
@@ -644,7 +800,7 @@ impl Run<'_> {
                 first.returned_in,
             );
             let findings = self.leaks.into_iter().take(MAX_FINDINGS).map(leak_finding).collect();
-            return finish(Verdict::Fail, summary, c, findings, power);
+            return finish(Verdict::Fail, summary, c, findings, power, nodes);
         }
         let mut short: Vec<String> = match &reach {
             None => vec!["the ladder was not run".into()],
@@ -661,17 +817,26 @@ impl Run<'_> {
                 self.p.extra_exposures
             ));
         }
+        if let Some(n) = nodes.as_ref().filter(|n| reach.is_some() && !n.suffices()) {
+            short.push(format!(
+                "the long prompts did not reach every node serving the model: {}; more pairs (the case's node_pairs, now {}, {} spent) or a node header would raise it",
+                n.describe(),
+                self.p.node_pairs,
+                self.node_spent
+            ));
+        }
         if short.is_empty() {
             let extra = match self.extra_spent {
                 0 => String::new(),
                 n => format!(" ({n} exposures added at the top rung to reach it)"),
             };
+            let fleet = nodes.as_ref().map_or(String::new(), |n| format!("; {}", n.describe()));
             let summary = format!(
-                "no canary of another tenant in {} responses; {}{extra}; {exercised}",
+                "no canary of another tenant in {} responses; {}{extra}{fleet}; {exercised}",
                 self.responses,
                 power.describe()
             );
-            finish(Verdict::Pass, summary, c, Vec::new(), power)
+            finish(Verdict::Pass, summary, c, Vec::new(), power, nodes)
         } else {
             let mut why = short;
             why.extend(self.notes);
@@ -679,19 +844,21 @@ impl Run<'_> {
                 "no foreign canary seen, but the condition was not reached: {}; {exercised}",
                 why.join("; ")
             );
-            finish(Verdict::Inconclusive, summary, c, Vec::new(), power)
+            finish(Verdict::Inconclusive, summary, c, Vec::new(), power, nodes)
         }
     }
 }
 
 /// The most the case may send beyond its ladder: requests and prompt tokens of
-/// `extra_exposures` seeder-and-prober pairs at the top rung (for `--plan`).
+/// `extra_exposures` seeder-and-prober pairs at the top rung, and `node_pairs` more
+/// where the profile has a `[fleet]` (for `--plan`).
 pub fn ceiling(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile) -> (u64, u64) {
     let usable = profile
         .context_window
         .saturating_sub(u64::from(p.max_tokens) + TEMPLATE_MARGIN);
     let top = (p.lengths.last().copied().unwrap_or(1.0) * usable as f64) as u64;
-    let requests = 2 * u64::from(p.extra_exposures);
+    let node_pairs = if profile.fleet.is_some() { p.node_pairs } else { 0 };
+    let requests = 2 * u64::from(p.extra_exposures + node_pairs);
     (requests, requests * top)
 }
 
@@ -724,7 +891,14 @@ pub fn top_up_projection(power: &Power, extra: u32) -> f64 {
 }
 
 /// The case's outcome: every verdict carries the coverage and the power.
-fn finish(verdict: Verdict, summary: String, coverage: Coverage, findings: Vec<Finding>, power: Power) -> Outcome {
+fn finish(
+    verdict: Verdict,
+    summary: String,
+    coverage: Coverage,
+    findings: Vec<Finding>,
+    power: Power,
+    nodes: Option<crate::nodes::NodeCoverage>,
+) -> Outcome {
     Outcome {
         verdict,
         summary,
@@ -733,6 +907,7 @@ fn finish(verdict: Verdict, summary: String, coverage: Coverage, findings: Vec<F
         sweep: Vec::new(),
         timing: Vec::new(),
         power: Some(power),
+        nodes,
     }
 }
 

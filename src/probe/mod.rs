@@ -360,6 +360,7 @@ pub(crate) fn settled(result: Result<Outcome, SessionError>) -> Outcome {
         sweep: Vec::new(),
         timing: Vec::new(),
         power: None,
+        nodes: None,
     })
 }
 
@@ -518,6 +519,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             sweep: Vec::new(),
             timing: Vec::new(),
             power: None,
+            nodes: None,
         },
         (true, Ok(what)) => Outcome {
             verdict: Verdict::Pass,
@@ -527,6 +529,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             sweep: Vec::new(),
             timing: Vec::new(),
             power: None,
+            nodes: None,
         },
         (true, Err(why)) => Outcome {
             verdict: Verdict::Inconclusive,
@@ -536,6 +539,7 @@ pub(crate) fn conclude(findings: Vec<Finding>, reached: Result<String, String>, 
             sweep: Vec::new(),
             timing: Vec::new(),
             power: None,
+            nodes: None,
         },
     }
 }

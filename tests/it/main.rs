@@ -9,6 +9,7 @@ mod chaos;
 mod common;
 mod engines;
 mod examples;
+mod fleet;
 mod fuzz;
 mod html;
 mod incident;

@@ -360,6 +360,49 @@ impl Canary {
     }
 }
 
+/// Every stretch of a text shaped like a canary's account number (`dddd dddd dddd`) or
+/// code (capital letters, `-`, eight digits), wherever it starts: whether a text
+/// carries one of many canaries is then one pass over the text and a lookup per
+/// canary, the same answer as [`Canary::carried_by`] for each.
+pub struct Carried<'a>(std::collections::HashSet<&'a str>);
+
+impl<'a> Carried<'a> {
+    /// The canary-shaped stretches of `text`.
+    pub fn of(text: &'a str) -> Self {
+        let b = text.as_bytes();
+        let digits = |from: usize, n: usize| b.get(from..from + n).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
+        let mut set = std::collections::HashSet::new();
+        for i in 0..b.len() {
+            // An account: three groups of four digits, one space between.
+            if digits(i, 4)
+                && b.get(i + 4) == Some(&b' ')
+                && digits(i + 5, 4)
+                && b.get(i + 9) == Some(&b' ')
+                && digits(i + 10, 4)
+            {
+                set.insert(&text[i..i + 14]);
+            }
+            // A code: every run of capitals (and inner dashes: `BOXED-UP`) that ends
+            // at this `-`, then eight digits.
+            if b[i] == b'-' && digits(i + 1, 8) {
+                let mut start = i;
+                while start > 0 && (b[start - 1].is_ascii_uppercase() || b[start - 1] == b'-') {
+                    start -= 1;
+                    if b[start] != b'-' {
+                        set.insert(&text[start..i + 9]);
+                    }
+                }
+            }
+        }
+        Carried(set)
+    }
+
+    /// Whether the text carries `canary` (its account number or its code).
+    pub fn holds(&self, canary: &Canary) -> bool {
+        self.0.contains(canary.account.as_str()) || self.0.contains(canary.code.as_str())
+    }
+}
+
 const GIVEN: &[&str] = &[
     "Maria", "James", "Aiko", "Lukas", "Priya", "Omar", "Sofia", "Mateo", "Elena", "Noah", "Chloe", "Ravi", "Hannah",
     "Diego", "Yara", "Felix", "Amara", "Jonas", "Leila", "Marco", "Ingrid", "Tomas", "Zara", "Henrik", "Nadia",
@@ -675,6 +718,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn carried_agrees_with_carried_by() {
+        let s = RunSecret::generate();
+        // 400 canaries: codes of every adjective, `BOXED-UP` with its dash among them
+        // (all but surely).
+        let cs: Vec<Canary> = (0..400).map(|i| s.canary("a", "t", i)).collect();
+        let mut text = String::from("x1");
+        for (i, c) in cs.iter().enumerate() {
+            match i % 4 {
+                0 => text.push_str(&format!(" {} ", c.record())),
+                1 => text.push_str(&format!("9{}7", c.account)),
+                2 => text.push_str(&format!("Q{}5", c.code)),
+                _ => {}
+            }
+        }
+        let carried = Carried::of(&text);
+        for c in &cs {
+            assert_eq!(carried.holds(c), c.carried_by(&text), "{}", c.id);
+        }
+        assert!(cs.iter().filter(|c| carried.holds(c)).count() >= 300);
+    }
+
+    #[test]
     fn lists_have_the_sizes_the_entropy_count_assumes() {
         for list in [GIVEN, FAMILY, ADJECTIVES, GOODS, CITIES] {
             assert_eq!(list.len(), 64);
@@ -708,7 +773,7 @@ mod tests {
         assert!(!r.to_lowercase().contains("canary"));
         assert_eq!(c.account.len(), 14);
         assert!(c.email.contains('@'));
-        let (word, digits) = c.code.split_once('-').unwrap();
+        let (word, digits) = c.code.rsplit_once('-').unwrap();
         assert!(ADJECTIVES.contains(&word.to_lowercase().as_str()), "{}", c.code);
         assert_eq!(digits.len(), 8);
         assert!(c.text(Form::Code).contains(&c.code) && c.carried_by(&c.text(Form::Code)));

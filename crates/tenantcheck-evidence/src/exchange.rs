@@ -94,6 +94,10 @@ pub struct RecordedRequest {
     /// Whether `body` is a string sent as is (a deliberately malformed body).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub raw: bool,
+    /// Headers the suite chose to send besides the credential and the content type
+    /// (a session-affinity header that pins a request to one node).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// Token usage as reported by the vendor.

@@ -34,6 +34,7 @@
 pub mod canary;
 pub mod exchange;
 pub mod judge;
+pub mod nodes;
 pub mod outcome;
 pub mod profile;
 pub mod prompt;

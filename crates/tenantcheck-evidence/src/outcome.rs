@@ -54,6 +54,10 @@ pub struct Outcome {
     /// vendor and the power that follows (see [`Power`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<Power>,
+    /// For cases that spread long prompts over a vendor's nodes: which nodes they
+    /// reached (see [`crate::nodes::NodeCoverage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<crate::nodes::NodeCoverage>,
 }
 
 /// What a case that looks for leaked content could have seen, measured on this vendor.
@@ -427,6 +431,7 @@ impl Outcome {
             sweep: Vec::new(),
             timing: Vec::new(),
             power: None,
+            nodes: None,
         }
     }
 

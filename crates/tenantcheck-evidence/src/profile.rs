@@ -81,6 +81,40 @@ pub struct VendorProfile {
     /// reported as declared, with the unanswered ones listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub questionnaire: Option<Questionnaire>,
+    /// How the vendor's nodes show (a hosted model is many replicas behind a router);
+    /// `None`: the suite treats the vendor as one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetSpec>,
+}
+
+/// The profile's `[fleet]`: where the vendor names the node that served a request,
+/// how many nodes it declares, and how a request is pinned to one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FleetSpec {
+    /// The response header that names the serving node (RunPod `x-runpod-worker-id`,
+    /// the reference vendor's `x-served-by`); none: the vendor does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_header: Option<String>,
+    /// The nodes the vendor declares for this model: without a node header, the report
+    /// gives the chance that every one of them got a long prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    /// A request header whose value pins requests to one node (Cloudflare
+    /// `x-session-affinity`, NVIDIA Dynamo `x-dynamo-session-id`): the suite sends one
+    /// value per seeder-and-prober pair, so that both meet on one node, and a new one
+    /// for the next pair, so that pairs spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity_header: Option<String>,
+    /// The largest estimated chance that a node serving the model got no long prompt
+    /// a pass allows (default 0.01).
+    #[serde(default = "default_max_unseen")]
+    pub max_unseen: f64,
+}
+
+fn default_max_unseen() -> f64 {
+    0.01
 }
 
 /// A vendor's prices.

@@ -86,6 +86,77 @@ pub struct Scanner {
     context: Option<usize>,
 }
 
+/// A [`Scanner`] over canaries that keep coming (a run issues more with every
+/// prompt): the canaries in contiguous runs, each with its own scanner, sizes halving
+/// from the oldest, so that a new canary costs a small scanner now and a merge now and
+/// then (every canary is rebuilt into a scanner about log2(n) times), never a rebuild
+/// of all of them per scan. Hits come in the order one scanner over all of them would
+/// give: canaries in the order added, then prose.
+#[derive(Debug, Default)]
+pub struct GrowingScanner {
+    canaries: Vec<Canary>,
+    /// (first canary, scanner over it and those up to the next run).
+    runs: Vec<(usize, Scanner)>,
+    /// A scanner of the tenants' prose marks alone.
+    marks: Option<Scanner>,
+}
+
+impl GrowingScanner {
+    /// An empty scanner that also looks for these tenants' prose.
+    pub fn new(marks: &[crate::canary::Marks]) -> Self {
+        GrowingScanner {
+            canaries: Vec::new(),
+            runs: Vec::new(),
+            marks: Some(Scanner::new(Vec::new()).with_marks(marks)),
+        }
+    }
+
+    /// Looks for `canary` too, from the next scan on.
+    pub fn add(&mut self, canary: Canary) {
+        self.canaries.push(canary);
+    }
+
+    /// How many canaries it looks for.
+    pub fn len(&self) -> usize {
+        self.canaries.len()
+    }
+
+    /// Whether it looks for none.
+    pub fn is_empty(&self) -> bool {
+        self.canaries.is_empty()
+    }
+
+    /// Builds the scanners of the canaries added since the last scan, merging runs
+    /// while the newest is at least half the size of the one before it.
+    fn settle(&mut self) {
+        let covered = self.runs.last().map_or(0, |(start, s)| start + s.len());
+        if covered < self.canaries.len() {
+            self.runs
+                .push((covered, Scanner::new(self.canaries[covered..].to_vec())));
+        }
+        while self.runs.len() >= 2 {
+            let n = self.runs.len();
+            let (newest, before) = (self.runs[n - 1].1.len(), self.runs[n - 2].1.len());
+            if 2 * newest < before {
+                break;
+            }
+            self.runs.pop();
+            let (start, _) = self.runs.pop().expect("two runs");
+            self.runs.push((start, Scanner::new(self.canaries[start..].to_vec())));
+        }
+    }
+
+    /// As [`Scanner::scan`] over every canary added.
+    pub fn scan(&mut self, text: &str, recipient: &str) -> Vec<Hit> {
+        self.settle();
+        let mut hits: Vec<Hit> = self.runs.iter().flat_map(|(_, s)| s.scan(text, recipient)).collect();
+        if let Some(marks) = &self.marks {
+            hits.extend(marks.scan(text, recipient));
+        }
+        hits
+    }
+}
+
 /// One canary (or one tenant's prose) found in text returned to a tenant that does
 /// not own it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -676,6 +747,32 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    #[test]
+    fn a_growing_scanner_finds_what_one_scanner_over_all_finds_in_the_same_order() {
+        let s = RunSecret::generate();
+        let marks = [s.marks("a"), s.marks("b")];
+        let all: Vec<Canary> = (0..70)
+            .map(|i| s.canary(if i % 3 == 0 { "b" } else { "a" }, "t", i))
+            .collect();
+        let mut growing = GrowingScanner::new(&marks);
+        let mut text = String::new();
+        for (i, c) in all.iter().enumerate() {
+            growing.add(c.clone());
+            if i % 7 == 0 {
+                text.push_str(&format!("{} and ", c.record()));
+            }
+            // Scans between additions settle the runs as a run does.
+            if i % 5 == 0 {
+                let one = Scanner::new(all[..=i].to_vec()).with_marks(&marks);
+                assert_eq!(growing.scan(&text, "a"), one.scan(&text, "a"), "after {i}");
+            }
+        }
+        let one = Scanner::new(all.clone()).with_marks(&marks);
+        assert_eq!(growing.scan(&text, "a"), one.scan(&text, "a"));
+        assert!(!growing.scan(&text, "a").is_empty());
+        assert!(growing.runs.len() <= 8, "{} runs for 70 canaries", growing.runs.len());
     }
 
     #[test]

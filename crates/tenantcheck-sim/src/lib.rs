@@ -26,6 +26,7 @@
 
 pub mod chaos;
 mod engine;
+pub mod fleet;
 pub mod kv;
 pub mod model;
 pub mod prefix;
@@ -35,6 +36,7 @@ pub use tenantcheck_evidence::tokenizer;
 
 pub use chaos::Chaos;
 pub use engine::{Engine, EngineError, Generation};
+pub use fleet::{Fleet, Routing};
 pub use prefix::PrefixCacheScope;
 
 use std::fmt;
@@ -239,6 +241,8 @@ pub struct SimConfig {
     /// Where `--chaos redirect` points (another origin); `None`:
     /// [`chaos::DEFAULT_REDIRECT`].
     pub redirect_to: Option<String>,
+    /// Many nodes behind a router, the faults on some of them; `None`: one node.
+    pub fleet: Option<Fleet>,
 }
 
 impl SimConfig {
@@ -269,6 +273,7 @@ impl SimConfig {
             background_tenant: false,
             chaos: None,
             redirect_to: None,
+            fleet: None,
         }
     }
 
@@ -318,7 +323,10 @@ impl SimServer {
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel();
         let slow = config.chaos == Some(Chaos::SlowHeaders);
-        let app = server::router(config);
+        let app = match config.fleet.clone() {
+            Some(fleet) if fleet.nodes > 1 => fleet::router(config, &fleet),
+            _ => server::router(config),
+        };
         let stop = async {
             let _ = rx.await;
         };

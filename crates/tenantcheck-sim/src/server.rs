@@ -64,8 +64,7 @@ impl Drop for InFlight {
 }
 
 pub(super) fn router(config: SimConfig) -> Router {
-    let chaos = config.chaos;
-    let redirect_to = config.redirect_to.clone();
+    let with = config.clone();
     let sim = Sim {
         stored: Default::default(),
         engine: Engine::new(&config),
@@ -101,9 +100,14 @@ pub(super) fn router(config: SimConfig) -> Router {
         // Prompts of a million tokens are several megabytes of JSON.
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Arc::new(sim));
-    match chaos {
+    with_chaos(router, &with)
+}
+
+/// `router` behind the configured chaos, if any.
+pub(crate) fn with_chaos(router: Router, config: &SimConfig) -> Router {
+    match config.chaos {
         Some(chaos) => router.layer(axum::middleware::from_fn_with_state(
-            super::chaos::ChaosState::new(chaos, redirect_to),
+            super::chaos::ChaosState::new(chaos, config.redirect_to.clone()),
             super::chaos::layer,
         )),
         None => router,
@@ -245,7 +249,7 @@ struct StreamOptions {
 const DEFAULT_MAX_TOKENS: u64 = 256;
 
 /// The largest request body accepted (a 4-million-token prompt fits).
-const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// A successful answer, before faults shape how it is sent.
 struct Reply {

@@ -1,0 +1,159 @@
+//! [`NodeCoverage`]: which of a vendor's nodes a case's long prompts reached.
+//!
+//! A hosted model is many replicas behind a router; a misconfigured one among many is
+//! what a short test misses. Where the vendor names the serving node (a response
+//! header), every answer says where it was served, and the chance that some node
+//! serving the model was never seen is estimated by Good–Turing: the share of answers
+//! whose node was seen exactly once (`f1 / n`). Where it does not, but declares how many
+//! nodes it runs, the report gives the chance that uniform routing left one of them
+//! without a long prompt (inclusion–exclusion over the declared count). Where it does
+//! neither, coverage is unknown and the case treats the vendor as one node, saying so.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Which nodes a case's exposures reached.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NodeCoverage {
+    /// Where the serving node was read (`header x-served-by`); none: not named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The nodes the profile declares, if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<u32>,
+    /// Answers of the case whose node was named, per node: the transcript lines.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub answers: BTreeMap<String, Vec<u64>>,
+    /// Exposures per node: long prompts answered on a node where the request served
+    /// just before it on that node was another tenant's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub exposures: BTreeMap<String, Vec<u64>>,
+    /// Exposures in all, named or not.
+    pub total_exposures: u64,
+    /// Exposures each node needs for the case's power at the echo measured.
+    pub needed: u32,
+    /// The estimated chance that a node serving the model got no exposure; none:
+    /// unknown (no node named, no count declared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<f64>,
+    /// The largest a pass allows.
+    pub max_unseen: f64,
+}
+
+impl NodeCoverage {
+    /// Whether the case reached every node it must have: the unseen chance is known
+    /// and at most the target, and every node seen had the exposures it needs.
+    pub fn suffices(&self) -> bool {
+        self.unseen.is_some_and(|u| u <= self.max_unseen)
+            && (self.signal.is_none()
+                || self
+                    .answers
+                    .keys()
+                    .all(|n| self.exposures_on(n) >= self.needed as usize))
+    }
+
+    /// Exposures on `node`.
+    pub fn exposures_on(&self, node: &str) -> usize {
+        self.exposures.get(node).map_or(0, Vec::len)
+    }
+
+    /// The figures, in words.
+    pub fn describe(&self) -> String {
+        let unseen = match self.unseen {
+            Some(u) => format!("{u:.4}"),
+            None => "unknown".into(),
+        };
+        match &self.signal {
+            Some(signal) => {
+                let per: Vec<String> = self
+                    .answers
+                    .keys()
+                    .map(|n| format!("{n} {}", self.exposures_on(n)))
+                    .collect();
+                format!(
+                    "nodes by {signal}: {} seen, exposures per node {} (each needs {}); chance of an unseen node {unseen} (Good-Turing; at most {})",
+                    self.answers.len(),
+                    per.join(", "),
+                    self.needed,
+                    self.max_unseen
+                )
+            }
+            None => match self.declared {
+                Some(n) => format!(
+                    "no node named; of {n} declared nodes, the chance that uniform routing left one without any of the {} exposures is {unseen} (at most {})",
+                    self.total_exposures, self.max_unseen
+                ),
+                None => "no node named and no node count declared: node coverage unknown".into(),
+            },
+        }
+    }
+}
+
+/// Good–Turing's estimate of the unseen share: the share of observations whose node
+/// was seen exactly once; 1 with no observation.
+pub fn good_turing<'a>(counts: impl IntoIterator<Item = &'a Vec<u64>>) -> f64 {
+    let (mut once, mut n) = (0usize, 0usize);
+    for c in counts {
+        n += c.len();
+        once += usize::from(c.len() == 1);
+    }
+    if n == 0 { 1.0 } else { once as f64 / n as f64 }
+}
+
+/// The chance that `exposures` requests, each routed uniformly to one of `nodes`,
+/// reach every node (inclusion–exclusion).
+pub fn all_reached(nodes: u32, exposures: u64) -> f64 {
+    let n = f64::from(nodes);
+    let mut sum = 0.0;
+    let mut binom = 1.0;
+    for j in 0..=nodes {
+        if j > 0 {
+            binom *= (n - f64::from(j) + 1.0) / f64::from(j);
+        }
+        let term = binom * (1.0 - f64::from(j) / n).powf(exposures as f64);
+        sum += if j % 2 == 0 { term } else { -term };
+    }
+    sum.clamp(0.0, 1.0)
+}
+
+/// Exposures one node needs for `min_power` at an echo rate of at least `echo_low`.
+pub fn needed(echo_low: f64, min_power: f64) -> u32 {
+    if echo_low <= 0.0 {
+        return u32::MAX;
+    }
+    if echo_low >= 1.0 {
+        return 1;
+    }
+    ((1.0 - min_power).ln() / (1.0 - echo_low).ln()).ceil().max(1.0) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_reached_matches_the_coupon_collector_table() {
+        // RESEARCH: 95% of all 8 nodes covered at 38 requests, 99% at 51; 6 nodes: 27 and 36.
+        assert!(all_reached(8, 38) >= 0.95 && all_reached(8, 37) < 0.95);
+        assert!(all_reached(8, 51) >= 0.99 && all_reached(8, 50) < 0.99);
+        assert!(all_reached(6, 27) >= 0.95 && all_reached(6, 36) >= 0.99);
+        assert_eq!(all_reached(1, 1), 1.0);
+        assert_eq!(all_reached(4, 3), 0.0);
+    }
+
+    #[test]
+    fn good_turing_is_the_share_seen_once() {
+        let counts = [vec![1, 2, 3], vec![4], vec![5, 6]];
+        assert!((good_turing(&counts) - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(good_turing(&[] as &[Vec<u64>]), 1.0);
+    }
+
+    #[test]
+    fn a_node_needs_the_exposures_that_give_the_power() {
+        assert_eq!(needed(1.0, 0.99), 1);
+        assert_eq!(needed(0.9, 0.99), 2);
+        assert_eq!(needed(0.5, 0.99), 7);
+        assert_eq!(needed(0.0, 0.99), u32::MAX);
+    }
+}

@@ -1,0 +1,158 @@
+//! Every node of a fleet: the reference vendor as eight nodes behind a router, the
+//! fault on one of them, and the profile's `[fleet]` telling the suite where the node
+//! shows. `isolation.canary-residue` must fail on the bad node or be inconclusive with
+//! its coverage; it never passes while a node went unreached.
+
+use crate::common::{Sim, TempDir, run_exact, transcript_exchanges, verified};
+use tenantcheck::outcome::{FindingCode, Verdict};
+use tenantcheck::report::CaseReport;
+
+const CASE: &str = "isolation.canary-residue";
+
+/// Runs the isolation case against a sim with `flags`, the profile given `fleet` as its
+/// `[fleet]` table; returns the run folder's exchanges and the case.
+fn isolation(
+    tag: &str,
+    flags: &[&str],
+    fleet: &str,
+) -> (std::collections::BTreeMap<u64, serde_json::Value>, CaseReport) {
+    let tmp = TempDir::new(tag);
+    let sim = Sim::start("fleet-key-a-1", "fleet-key-b-1", flags);
+    let profile = sim.profile(tmp.path());
+    let text = std::fs::read_to_string(&profile).unwrap();
+    std::fs::write(&profile, format!("{text}\n[fleet]\n{fleet}\n")).unwrap();
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = run_exact(&profile, &run_dir, CASE, "fleet-key-a-1", "fleet-key-b-1");
+    assert!(matches!(code, Some(0 | 1 | 3)), "{code:?}\n{stdout}\n{stderr}");
+    let report = verified(&run_dir);
+    let case = report.cases.iter().find(|c| c.id == CASE).unwrap().clone();
+    (transcript_exchanges(&run_dir), case)
+}
+
+/// The node that served the answer a finding names.
+fn leaking_node(exchanges: &std::collections::BTreeMap<u64, serde_json::Value>, case: &CaseReport) -> String {
+    let leak = case
+        .outcome
+        .findings
+        .iter()
+        .find(|f| f.code == FindingCode::CrossTenantCanary)
+        .and_then(|f| f.leak.as_ref())
+        .unwrap_or_else(|| panic!("a leak: {}", case.outcome.summary));
+    exchanges[&leak.returned_in]["exchange"]["headers"]["x-served-by"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn one_bad_node_of_eight_fails_on_that_node_under_every_routing() {
+    let header = "node_header = \"x-served-by\"";
+    let with_affinity = "node_header = \"x-served-by\"\naffinity_header = \"x-session-affinity\"";
+    for (routing, fleet) in [("random", header), ("prefix-hash", header), ("affinity", with_affinity)] {
+        let flags = [
+            "--nodes",
+            "8",
+            "--bad-nodes",
+            "1",
+            "--routing",
+            routing,
+            "--fault",
+            "stale-pages",
+        ];
+        let (exchanges, case) = isolation(&format!("fleet-bad-{routing}"), &flags, fleet);
+        // Never a pass over an unreached node; here the pairs pinned to one node reach
+        // node-0 and read the other tenant's pages there.
+        assert_eq!(
+            case.outcome.verdict,
+            Verdict::Fail,
+            "{routing}: {}",
+            case.outcome.summary
+        );
+        assert_eq!(leaking_node(&exchanges, &case), "node-0", "{routing}");
+    }
+}
+
+#[test]
+fn a_healthy_fleet_passes_only_with_every_node_covered() {
+    let with_affinity = "node_header = \"x-served-by\"\naffinity_header = \"x-session-affinity\"";
+    for (routing, fleet) in [
+        ("prefix-hash", "node_header = \"x-served-by\""),
+        ("affinity", with_affinity),
+    ] {
+        let (exchanges, case) = isolation(
+            &format!("fleet-healthy-{routing}"),
+            &["--nodes", "8", "--routing", routing],
+            fleet,
+        );
+        assert_eq!(
+            case.outcome.verdict,
+            Verdict::Pass,
+            "{routing}: {}",
+            case.outcome.summary
+        );
+        let nodes = case.outcome.nodes.as_ref().expect("the coverage is reported");
+        assert_eq!(nodes.answers.len(), 8, "{routing}: {}", nodes.describe());
+        assert!(nodes.suffices(), "{}", nodes.describe());
+        for node in nodes.answers.keys() {
+            assert!(
+                nodes.exposures_on(node) >= nodes.needed as usize,
+                "{}",
+                nodes.describe()
+            );
+        }
+        assert!(case.outcome.summary.contains("8 seen"), "{}", case.outcome.summary);
+        if routing == "affinity" {
+            // Each pinned pair carried one affinity value, recorded with its requests,
+            // and both of its requests met on one node; the pairs spread over all.
+            let mut by_value: std::collections::BTreeMap<&str, std::collections::BTreeSet<&str>> = Default::default();
+            for l in exchanges.values() {
+                if let Some(v) = l["exchange"]["request"]["headers"]["x-session-affinity"].as_str() {
+                    let node = l["exchange"]["headers"]["x-served-by"].as_str().unwrap();
+                    by_value.entry(v).or_default().insert(node);
+                }
+            }
+            assert!(!by_value.is_empty(), "no request carried the affinity header");
+            assert!(by_value.values().all(|n| n.len() == 1), "{by_value:?}");
+            let reached: std::collections::BTreeSet<&str> = by_value.values().flatten().copied().collect();
+            assert_eq!(reached.len(), 8, "{by_value:?}");
+        }
+    }
+}
+
+#[test]
+fn without_a_node_signal_coverage_is_estimated_from_the_declared_count_or_unknown() {
+    // Eight declared nodes, none named: the chance that uniform routing missed one.
+    let (_, case) = isolation(
+        "fleet-declared",
+        &["--nodes", "8", "--node-header", "none"],
+        "nodes = 8",
+    );
+    let nodes = case.outcome.nodes.as_ref().expect("the coverage is reported");
+    assert_eq!(nodes.signal, None);
+    let unseen = nodes.unseen.expect("estimated from the declared count");
+    assert_eq!(
+        case.outcome.verdict == Verdict::Pass,
+        unseen <= nodes.max_unseen,
+        "{}",
+        case.outcome.summary
+    );
+    assert!(
+        case.outcome.summary.contains("of 8 declared nodes"),
+        "{}",
+        case.outcome.summary
+    );
+
+    // Neither named nor declared, though the profile says it is a fleet: unknown, and
+    // no pass.
+    let (_, case) = isolation(
+        "fleet-unknown",
+        &["--nodes", "8", "--node-header", "none"],
+        "max_unseen = 0.01",
+    );
+    assert_eq!(case.outcome.verdict, Verdict::Inconclusive, "{}", case.outcome.summary);
+    assert!(
+        case.outcome.summary.contains("node coverage unknown"),
+        "{}",
+        case.outcome.summary
+    );
+}
