@@ -437,10 +437,7 @@ impl Run<'_> {
             }
             last.insert(node, tenant);
         }
-        let signal = fleet
-            .node_header
-            .as_ref()
-            .map(|h| format!("the response header {}", h.to_ascii_lowercase()));
+        let signal = fleet.node_header.as_ref().map(|h| h.to_ascii_lowercase());
         let total_exposures = top_exposed.len() as u64;
         let unseen = match (&signal, fleet.nodes) {
             (Some(_), _) if !answers.is_empty() => Some(crate::nodes::good_turing(answers.values())),
@@ -729,7 +726,9 @@ impl Run<'_> {
         let sent = self.session.chat(self.case, tenant, &request).await?;
         let ex = &sent.exchange;
         self.coverage.requests += 1;
-        if ex.status.is_some() {
+        // Answered requests only (a refused one wrote nothing; and a retried attempt
+        // is in the transcript but not here, so `verify` counts the same).
+        if ex.is_success() {
             let header = self.session.profile().fleet.as_ref().and_then(|f| f.node_header.as_ref());
             let node = header.and_then(|h| ex.headers.get(&h.to_ascii_lowercase()).cloned());
             self.served.push((sent.seq, tenant.to_owned(), node));

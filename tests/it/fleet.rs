@@ -3,19 +3,20 @@
 //! shows. `isolation.canary-residue` must fail on the bad node or be inconclusive with
 //! its coverage; it never passes while a node went unreached.
 
-use crate::common::{Sim, TempDir, run_exact, transcript_exchanges, verified};
+use crate::common::{Sim, TempDir, resigned, run_exact, transcript_exchanges, verified};
 use tenantcheck::outcome::{FindingCode, Verdict};
 use tenantcheck::report::CaseReport;
 
 const CASE: &str = "isolation.canary-residue";
 
 /// Runs the isolation case against a sim with `flags`, the profile given `fleet` as its
-/// `[fleet]` table; returns the run folder's exchanges and the case.
+/// `[fleet]` table; returns the run's folder (kept while it lives), its exchanges and
+/// the case.
 fn isolation(
     tag: &str,
     flags: &[&str],
     fleet: &str,
-) -> (std::collections::BTreeMap<u64, serde_json::Value>, CaseReport) {
+) -> (Run, std::collections::BTreeMap<u64, serde_json::Value>, CaseReport) {
     let tmp = TempDir::new(tag);
     let sim = Sim::start("fleet-key-a-1", "fleet-key-b-1", flags);
     let profile = sim.profile(tmp.path());
@@ -26,7 +27,21 @@ fn isolation(
     assert!(matches!(code, Some(0 | 1 | 3)), "{code:?}\n{stdout}\n{stderr}");
     let report = verified(&run_dir);
     let case = report.cases.iter().find(|c| c.id == CASE).unwrap().clone();
-    (transcript_exchanges(&run_dir), case)
+    let exchanges = transcript_exchanges(&run_dir);
+    (
+        Run {
+            _tmp: tmp,
+            dir: run_dir,
+        },
+        exchanges,
+        case,
+    )
+}
+
+/// A run folder, kept while its temporary directory lives.
+struct Run {
+    _tmp: TempDir,
+    dir: std::path::PathBuf,
 }
 
 /// The node that served the answer a finding names.
@@ -59,7 +74,7 @@ fn one_bad_node_of_eight_fails_on_that_node_under_every_routing() {
             "--fault",
             "stale-pages",
         ];
-        let (exchanges, case) = isolation(&format!("fleet-bad-{routing}"), &flags, fleet);
+        let (_run, exchanges, case) = isolation(&format!("fleet-bad-{routing}"), &flags, fleet);
         // Never a pass over an unreached node; here the pairs pinned to one node reach
         // node-0 and read the other tenant's pages there.
         assert_eq!(
@@ -79,7 +94,7 @@ fn a_healthy_fleet_passes_only_with_every_node_covered() {
         ("prefix-hash", "node_header = \"x-served-by\""),
         ("affinity", with_affinity),
     ] {
-        let (exchanges, case) = isolation(
+        let (run, exchanges, case) = isolation(
             &format!("fleet-healthy-{routing}"),
             &["--nodes", "8", "--routing", routing],
             fleet,
@@ -101,6 +116,38 @@ fn a_healthy_fleet_passes_only_with_every_node_covered() {
             );
         }
         assert!(case.outcome.summary.contains("8 seen"), "{}", case.outcome.summary);
+        // verify derives the coverage again from the node each answer names: a report
+        // that claims a node had exposures it did not, or other figures than the
+        // profile's, does not verify even when signed with the run's key.
+        let err = resigned(&run.dir, |r| {
+            let nodes = r
+                .cases
+                .iter_mut()
+                .find(|c| c.id == CASE)
+                .unwrap()
+                .outcome
+                .nodes
+                .as_mut()
+                .unwrap();
+            let first = nodes.exposures.keys().next().unwrap().clone();
+            nodes.exposures.get_mut(&first).unwrap().push(1);
+        })
+        .unwrap_err();
+        assert!(err.contains("node coverage is not what the transcript shows"), "{err}");
+        let err = resigned(&run.dir, |r| {
+            let nodes = r
+                .cases
+                .iter_mut()
+                .find(|c| c.id == CASE)
+                .unwrap()
+                .outcome
+                .nodes
+                .as_mut()
+                .unwrap();
+            nodes.max_unseen = 0.5;
+        })
+        .unwrap_err();
+        assert!(err.contains("does not follow the profile's [fleet]"), "{err}");
         if routing == "affinity" {
             // Each pinned pair carried one affinity value, recorded with its requests,
             // and both of its requests met on one node; the pairs spread over all.
@@ -122,7 +169,7 @@ fn a_healthy_fleet_passes_only_with_every_node_covered() {
 #[test]
 fn without_a_node_signal_coverage_is_estimated_from_the_declared_count_or_unknown() {
     // Eight declared nodes, none named: the chance that uniform routing missed one.
-    let (_, case) = isolation(
+    let (_run, _, case) = isolation(
         "fleet-declared",
         &["--nodes", "8", "--node-header", "none"],
         "nodes = 8",
@@ -144,7 +191,7 @@ fn without_a_node_signal_coverage_is_estimated_from_the_declared_count_or_unknow
 
     // Neither named nor declared, though the profile says it is a fleet: unknown, and
     // no pass.
-    let (_, case) = isolation(
+    let (_run, _, case) = isolation(
         "fleet-unknown",
         &["--nodes", "8", "--node-header", "none"],
         "max_unseen = 0.01",

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeCoverage {
-    /// Where the serving node was read (`header x-served-by`); none: not named.
+    /// The response header that named the serving node (lowercase); none: not named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
     /// The nodes the profile declares, if it does.
@@ -72,7 +72,7 @@ impl NodeCoverage {
                     .map(|n| format!("{n} {}", self.exposures_on(n)))
                     .collect();
                 format!(
-                    "nodes by {signal}: {} seen, exposures per node {} (each needs {}); chance of an unseen node {unseen} (Good-Turing; at most {})",
+                    "nodes by the response header {signal}: {} seen, exposures per node {} (each needs {}); chance of an unseen node {unseen} (Good-Turing; at most {})",
                     self.answers.len(),
                     per.join(", "),
                     self.needed,

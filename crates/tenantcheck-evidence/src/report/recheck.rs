@@ -25,6 +25,9 @@
 //!   (for `isolation.canary-residue`, another tenant's request came between it and
 //!   the same tenant's previous control answer), the bounds and the power are computed
 //!   again, and a pass must have the power it needs;
+//! - **nodes**: a case's node coverage is derived again from the node each of its
+//!   answers names under the profile's `fleet.node_header`, the exposures that count on
+//!   each, the unseen chance and the exposures each node needs; a pass must have it;
 //! - **timing**: every time a timing level reports is the `total_ms` of the exchange it
 //!   names, sent by the level's attacker within the case; the sequential test is
 //!   replayed over the pairs and must give the signed evidence and decision, stopping
@@ -127,6 +130,8 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 tenant: tenant.to_owned(),
                 prompt,
                 content: ex.content.clone(),
+                answered: ex.is_success(),
+                headers: ex.headers.clone(),
             },
         );
         for hit in scanner.scan(&ex.returned_text(), tenant) {
@@ -264,6 +269,9 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             recheck_power(report, secret, c, power, &answers, &scanner)?;
             powers += 1;
         }
+        if let Some(nodes) = &c.outcome.nodes {
+            recheck_nodes(report, c, nodes, &answers)?;
+        }
         if !c.outcome.timing.is_empty() {
             let p: crate::judge::timing::Rule =
                 serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
@@ -338,6 +346,89 @@ struct Answer {
     /// The request's messages, joined by line breaks.
     prompt: String,
     content: String,
+    /// Whether the vendor answered 2xx.
+    answered: bool,
+    /// The response headers kept.
+    headers: BTreeMap<String, String>,
+}
+
+/// Re-derives a case's node coverage from the transcript: the node each of its
+/// answers names, the exposures that count on each (the top band's, where the request
+/// served just before on that node was another tenant's), the unseen chance, the
+/// exposures each node needs, and that a pass had the coverage it needs.
+fn recheck_nodes(
+    report: &Report,
+    c: &super::CaseReport,
+    nodes: &crate::nodes::NodeCoverage,
+    answers: &BTreeMap<u64, Answer>,
+) -> Result<(), VerifyError> {
+    use crate::nodes::{all_reached, good_turing, needed};
+    let fleet = report
+        .vendor
+        .profile
+        .fleet
+        .as_ref()
+        .ok_or_else(|| bad(&c.id, "reports node coverage, but the profile has no [fleet]".into()))?;
+    let header = fleet.node_header.as_ref().map(|h| h.to_ascii_lowercase());
+    if nodes.signal != header || nodes.declared != fleet.nodes || nodes.max_unseen != fleet.max_unseen {
+        return Err(bad(
+            &c.id,
+            "its node coverage does not follow the profile's [fleet]".into(),
+        ));
+    }
+    let power = c
+        .outcome
+        .power
+        .as_ref()
+        .ok_or_else(|| bad(&c.id, "reports node coverage without the power it rests on".into()))?;
+    let top = power.bands.last();
+    let exposed: BTreeSet<u64> = top.map(|b| b.exposed.iter().copied().collect()).unwrap_or_default();
+    let mut per_node: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut counted: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    if let Some(h) = &header {
+        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        for (seq, a) in answers.iter().filter(|(_, a)| a.case == c.id && a.answered) {
+            let Some(node) = a.headers.get(h) else { continue };
+            per_node.entry(node.clone()).or_default().push(*seq);
+            if exposed.contains(seq) && last.get(node.as_str()).is_some_and(|t| *t != a.tenant.as_str()) {
+                counted.entry(node.clone()).or_default().push(*seq);
+            }
+            last.insert(node, &a.tenant);
+        }
+    }
+    let unseen = match (&header, fleet.nodes) {
+        (Some(_), _) if !per_node.is_empty() => Some(good_turing(per_node.values())),
+        (Some(_), _) => None,
+        (None, Some(n)) => Some(1.0 - all_reached(n, exposed.len() as u64)),
+        (None, None) => None,
+    };
+    let again = crate::nodes::NodeCoverage {
+        signal: header,
+        declared: fleet.nodes,
+        answers: per_node,
+        exposures: counted,
+        total_exposures: exposed.len() as u64,
+        needed: needed(top.map_or(0.0, |b| b.echo_low), power.min_power),
+        unseen,
+        max_unseen: fleet.max_unseen,
+    };
+    if &again != nodes {
+        return Err(bad(
+            &c.id,
+            format!(
+                "its node coverage is not what the transcript shows: the transcript gives {}, the report says {}",
+                again.describe(),
+                nodes.describe()
+            ),
+        ));
+    }
+    if c.outcome.verdict == Verdict::Pass && !again.suffices() {
+        return Err(bad(
+            &c.id,
+            format!("passed without the node coverage it needs: {}", again.describe()),
+        ));
+    }
+    Ok(())
 }
 
 /// Re-derives a case's positive control and power from the transcript.
