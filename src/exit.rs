@@ -11,7 +11,9 @@
 //! | 130 | [`INTERRUPTED`] | interrupted (SIGINT, SIGTERM) before every case finished, none failed: the report is marked incomplete; `run --resume DIR` continues it |
 //!
 //! `tenantcheck verify` exits [`SUCCESS`] when every check holds, [`FAILED`] when one
-//! does not, and [`SETUP_ERROR`] when its inputs cannot be read. The other commands exit
+//! does not, and [`SETUP_ERROR`] when its inputs cannot be read. `tenantcheck diff`
+//! exits [`SUCCESS`] when no case regressed, [`FAILED`] when one did or a report does
+//! not verify, and [`SETUP_ERROR`] when its inputs cannot be read. The other commands exit
 //! [`SUCCESS`] or [`SETUP_ERROR`].
 
 /// Every selected case passed (or, for `verify`, every check held).

@@ -68,8 +68,26 @@ pub struct RunOptions {
     /// An interrupted run's folder to continue: its unfinished cases run again, into
     /// the same transcript, and its report is replaced by one covering the whole run.
     pub resume: Option<PathBuf>,
+    /// The report this run follows (`--previous`): its digest is recorded.
+    pub previous: Option<PathBuf>,
     /// libtest-mimic's arguments (filter, `--list`, `--exact`, `--skip`, …).
     pub trials: Arguments,
+}
+
+/// The digest of the report envelope at `path`, after checking that it is one.
+fn previous_report(path: &Path) -> Result<crate::report::PreviousReport, HarnessError> {
+    let problem = |problem: String| HarnessError::Previous {
+        path: path.to_owned(),
+        problem,
+    };
+    let bytes = std::fs::read(path).map_err(|e| problem(e.to_string()))?;
+    let envelope: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| problem(format!("not JSON: {e}")))?;
+    if !envelope["payload"].is_string() || !envelope["signatures"].is_array() {
+        return Err(problem("not a DSSE envelope (no payload and signatures)".into()));
+    }
+    Ok(crate::report::PreviousReport {
+        sha256: crate::sha256_hex(&bytes),
+    })
 }
 
 /// A run that could not judge the vendor.
@@ -132,6 +150,14 @@ pub enum HarnessError {
         /// Where it pointed.
         location: String,
     },
+    /// The previous report (`--previous`) cannot be read as a report envelope.
+    #[error("--previous {}: {problem}; fix: name the report.dsse.json of an earlier run", path.display())]
+    Previous {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
     /// The vendor could not be reached.
     #[error("the vendor at {url} could not be reached as tenant {tenant}: {error}")]
     Unreachable {
@@ -176,6 +202,7 @@ pub struct RunResult {
 
 /// Runs the suite; writes the harness's own lines (after libtest-mimic's) to `out`.
 pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessError> {
+    let previous = opts.previous.as_deref().map(previous_report).transpose()?;
     let resumed = opts
         .resume
         .as_deref()
@@ -510,6 +537,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         interrupted,
         refused,
         resumed_at,
+        previous: previous.or_else(|| resumed.as_ref().and_then(|r| r.report.previous.clone())),
     };
     report.tally();
     let report = redact_report(&report, &redactor);

@@ -34,6 +34,7 @@ pub mod adapter;
 pub mod advisory;
 pub mod bundle;
 pub mod credential;
+pub mod diff;
 pub mod event;
 pub mod exit;
 pub mod harness;

@@ -92,6 +92,20 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Verify two signed reports of one vendor and show, case by case, what changed
+    /// (verdict, power, longest prompt, nodes reached) and what the profile declares
+    /// differently; exit 1 when a case regressed (a pass that is no longer one, an
+    /// inconclusive case that now fails).
+    Diff {
+        /// The earlier report envelope.
+        older: PathBuf,
+        /// The later report envelope.
+        newer: PathBuf,
+        /// The signer's public key (SPKI PEM); give it twice, in order, when the two
+        /// were signed by different keys; default: signing-key.pub.pem beside each.
+        #[arg(long, value_name = "FILE")]
+        key: Vec<PathBuf>,
+    },
     /// Verify a signed report (or a bundle): signature, statement, the transcript's
     /// digest and hash chain, and a re-check of the verdicts from the transcript.
     Verify {
@@ -151,6 +165,10 @@ struct RunArgs {
     /// same transcript, and its report is replaced by one covering the whole run.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["vendor", "out", "challenge", "plan"])]
     resume: Option<PathBuf>,
+    /// The report this run follows (an earlier run's report.dsse.json): its digest is
+    /// recorded, so reports form a chain that `tenantcheck diff` walks.
+    #[arg(long, value_name = "FILE")]
+    previous: Option<PathBuf>,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }
@@ -317,6 +335,7 @@ fn main() -> ExitCode {
             transcript.as_deref(),
             challenge.as_ref().map(|c| c.0.as_slice()),
         ),
+        Command::Diff { older, newer, key } => diff(&older, &newer, &key),
         Command::Bundle { run_dir, out } => {
             let out = out.unwrap_or_else(|| run_dir.join(run_dir::BUNDLE_FILE));
             match tenantcheck::bundle::write(&run_dir, &out) {
@@ -348,6 +367,7 @@ fn run(args: RunArgs) -> u8 {
         },
         max_concurrency: args.max_concurrency,
         resume: args.resume,
+        previous: args.previous,
         trials: args.trials,
     };
     let result = if args.plan {
@@ -576,6 +596,50 @@ fn parse_challenge(text: &str) -> Result<Challenge, String> {
     match report::unhex(text) {
         Some(b) if !b.is_empty() && b.len() <= 64 => Ok(Challenge(b)),
         _ => Err("write the challenge as 2 to 128 hex digits (1 to 64 bytes)".to_owned()),
+    }
+}
+
+/// `tenantcheck diff`: both reports verified with their transcripts, then compared.
+fn diff(older: &Path, newer: &Path, keys: &[PathBuf]) -> u8 {
+    if keys.len() > 2 {
+        tell!("error: give --key at most twice (the older report's key, then the newer's)");
+        return exit::SETUP_ERROR;
+    }
+    let load =
+        |envelope: &Path, key: Option<&PathBuf>| -> Result<(Vec<u8>, tenantcheck::report::Report), (u8, String)> {
+            let key = key
+                .cloned()
+                .unwrap_or_else(|| run_dir::beside(envelope, run_dir::PUBLIC_KEY_FILE));
+            let read = |p: &Path| std::fs::read(p).map_err(|e| (exit::SETUP_ERROR, format!("{}: {e}", p.display())));
+            let bytes = read(envelope)?;
+            let transcript = run_dir::existing_beside(envelope, run_dir::TRANSCRIPT_FILE)
+                .map(|t| read(&t))
+                .transpose()?;
+            let public = key::read_public(&key).map_err(|e| (exit::SETUP_ERROR, e.to_string()))?;
+            let verified = report::verify(&bytes, &public, transcript.as_deref(), None, |_| {}).map_err(|e| {
+                (
+                    exit::FAILED,
+                    format!("{} does not verify, so it is not compared: {e}", envelope.display()),
+                )
+            })?;
+            Ok((bytes, verified.report().clone()))
+        };
+    let both = load(older, keys.first()).and_then(|a| Ok((a, load(newer, keys.get(1).or(keys.first()))?)));
+    let ((older_bytes, a), (_, b)) = match both {
+        Ok(both) => both,
+        Err((code, e)) => {
+            tell!("error: {e}");
+            return code;
+        }
+    };
+    let d = tenantcheck::diff::diff(&a, &b, &older_bytes);
+    for line in d.render().lines() {
+        say!("{line}");
+    }
+    if d.regressions() > 0 {
+        exit::FAILED
+    } else {
+        exit::SUCCESS
     }
 }
 

@@ -202,10 +202,12 @@ impl super::Probe for CanaryResidue {
         // The pairs spent at the top rung when the measured echo leaves the power short
         // (none against the reference vendor's faithful model).
         let (requests, prompt_tokens) = ceiling(p, profile);
+        // A pinned pair's answers may run past its opening (about 350 tokens).
+        let opening = if profile.fleet.is_some() { 400 } else { 0 };
         Some(super::Ceiling::More {
             requests,
             prompt_tokens,
-            max_tokens: u64::from(p.max_tokens),
+            max_tokens: u64::from(p.max_tokens) + opening,
         })
     }
 }
@@ -274,8 +276,9 @@ struct Run<'a> {
     /// Pairs spent at the top rung after the ladder.
     extra_spent: u32,
     /// Every answered request, in order: transcript line, tenant, and the node that
-    /// served it where the vendor named one (the profile's `fleet.node_header`).
-    served: Vec<(u64, String, Option<String>)>,
+    /// served it where the vendor named one (the profile's `fleet.node_header`), and
+    /// its prompt's length in characters (its messages joined by line breaks).
+    served: Vec<(u64, String, Option<String>, usize)>,
     /// The routing key of the pair being sent: its prompts open with text drawn from
     /// it and carry it as the affinity value, so that both meet on one node.
     route: Option<String>,
@@ -340,7 +343,10 @@ impl Run<'_> {
         let reached = reach.values().all(|&got| got as f64 >= self.p.min_reach * top as f64);
         if reached {
             self.top_up(&tenants, top).await?;
-            self.cover_nodes(&tenants, top).await?;
+            // Each pinned pair's seeder writes a short prompt (one a node that drops
+            // long prompts' writes still stores), its prober reads at the top.
+            let seed = targets.iter().copied().filter(|&t| t <= top / 5).max().unwrap_or(targets[0]);
+            self.cover_nodes(&tenants, seed, top).await?;
         }
         Ok(Some(reach))
     }
@@ -381,7 +387,7 @@ impl Run<'_> {
     /// Where the profile has a `[fleet]`: more seeder-and-prober pairs at the top rung,
     /// each pinned to one node, until the nodes are covered (see
     /// [`CanaryResidueParams::node_pairs`]).
-    async fn cover_nodes(&mut self, tenants: &[String], top: u64) -> Result<(), SessionError> {
+    async fn cover_nodes(&mut self, tenants: &[String], seed: u64, top: u64) -> Result<(), SessionError> {
         if self.session.profile().fleet.is_none() {
             return Ok(());
         }
@@ -403,7 +409,7 @@ impl Run<'_> {
                 "{:016x}",
                 self.session.secret().seed("isolation.route", self.case, n)
             ));
-            self.send_records(seeder, top, false, false).await?;
+            self.send_records(seeder, seed, false, false).await?;
             let got = self.send_records(prober, top, n % 2 == 1, true).await?;
             self.route = None;
             spent += 1;
@@ -427,15 +433,15 @@ impl Run<'_> {
         let top_exposed: BTreeSet<u64> = top.map(|b| b.exposed.iter().copied().collect()).unwrap_or_default();
         let mut answers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         let mut exposures: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        // The tenant served last on each node.
-        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
-        for (seq, tenant, node) in &self.served {
+        // The tenant served last on each node, and its prompt's length.
+        let mut last: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
+        for (seq, tenant, node, chars) in &self.served {
             let Some(node) = node else { continue };
             answers.entry(node.clone()).or_default().push(*seq);
-            if top_exposed.contains(seq) && last.get(node.as_str()).is_some_and(|t| *t != tenant.as_str()) {
+            if top_exposed.contains(seq) && crate::nodes::counts(last.get(node.as_str()).copied(), tenant, *chars) {
                 exposures.entry(node.clone()).or_default().push(*seq);
             }
-            last.insert(node, tenant);
+            last.insert(node, (tenant, *chars));
         }
         let signal = fleet.node_header.as_ref().map(|h| h.to_ascii_lowercase());
         let total_exposures = top_exposed.len() as u64;
@@ -559,8 +565,11 @@ impl Run<'_> {
         stream: bool,
         exposure: bool,
     ) -> Result<Option<u64>, SessionError> {
-        // A pinned pair's opening takes its share of the context.
-        let mut target = rung.saturating_sub(self.builder.tokens_for(self.opening().len())).max(64);
+        // A pinned pair's opening takes its share of the context, twice: in the prompt,
+        // and in the answer, which must reach past it (see `send`).
+        let mut target = rung
+            .saturating_sub(2 * self.builder.tokens_for(self.opening().len()))
+            .max(64);
         let issued = |run: &Self| run.issued.get(tenant).map_or(0, Vec::len);
         for _ in 0..4 {
             // The canaries of the prompt sent: those issued from here on.
@@ -709,17 +718,22 @@ impl Run<'_> {
 
     /// Sends, records, and scans the answer for other tenants' canaries.
     async fn send(&mut self, tenant: &str, prompt: &str, stream: bool) -> Result<Sent, SessionError> {
+        // In a pinned pair, residue read from another tenant's pages opens with the
+        // pair's shared opening: the answer may run that much longer, so that a copy of
+        // the residue reaches what the other tenant wrote after it.
+        let opening = self.opening();
+        let extra = self.builder.tokens_for(opening.len()) as u32;
         let mut request = ChatRequest {
             stream,
             affinity: self.route.clone(),
-            ..ChatRequest::user(prompt, self.p.max_tokens)
+            ..ChatRequest::user(prompt, self.p.max_tokens + if self.route.is_some() { extra } else { 0 })
         };
         if self.route.is_some() {
             request.messages.insert(
                 0,
                 crate::adapter::Message {
                     role: "system".into(),
-                    content: self.opening(),
+                    content: opening,
                 },
             );
         }
@@ -731,7 +745,9 @@ impl Run<'_> {
         if ex.is_success() {
             let header = self.session.profile().fleet.as_ref().and_then(|f| f.node_header.as_ref());
             let node = header.and_then(|h| ex.headers.get(&h.to_ascii_lowercase()).cloned());
-            self.served.push((sent.seq, tenant.to_owned(), node));
+            let chars = request.messages.iter().map(|m| m.content.len()).sum::<usize>()
+                + request.messages.len().saturating_sub(1);
+            self.served.push((sent.seq, tenant.to_owned(), node, chars));
         }
         if ex.is_success() {
             if let Some(u) = ex.usage {

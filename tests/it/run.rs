@@ -1218,3 +1218,86 @@ fn a_renamed_case_is_re_judged_by_the_probe_it_ran() {
         assert!(err.contains(id), "{id}: {err}");
     }
 }
+
+/// Reports chain across runs (`run --previous`), and `diff` shows what changed between
+/// two verified reports, exiting 1 on a regression, as a vendor's release CI needs.
+#[test]
+fn diff_shows_a_regression_between_chained_reports_and_exits_one() {
+    let tmp = TempDir::new("diff");
+    let case = "stream.integrity";
+    let run = |tag: &str, flags: &[&str], previous: Option<&Path>| {
+        let sim = Sim::start("diff-key-a-1", "diff-key-b-1", flags);
+        let dir = tmp.path().join(tag);
+        std::fs::create_dir_all(&dir).unwrap();
+        let profile = sim.profile(&dir);
+        let run_dir = dir.join("run");
+        let mut cmd = tenantcheck();
+        cmd.args(["run", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&run_dir)
+            .args(["--exact", case])
+            .env("TENANTCHECK_KEY_A", "diff-key-a-1")
+            .env("TENANTCHECK_KEY_B", "diff-key-b-1");
+        if let Some(p) = previous {
+            cmd.arg("--previous").arg(p);
+        }
+        let (code, stdout, stderr) = output(&mut cmd);
+        assert!(matches!(code, Some(0 | 1)), "{tag}: {code:?}\n{stdout}\n{stderr}");
+        run_dir.join(report::ENVELOPE_FILE)
+    };
+    let diff = |older: &Path, newer: &Path| output(tenantcheck().arg("diff").arg(older).arg(newer));
+
+    let first = run("first", &[], None);
+    let second = run("second", &["--fault", "stream-no-error-frame"], Some(&first));
+    assert_eq!(
+        verified(second.parent().unwrap()).previous.map(|p| p.sha256),
+        Some(tenantcheck::hex(&<sha2::Sha256 as sha2::Digest>::digest(
+            std::fs::read(&first).unwrap()
+        )))
+    );
+    let (code, stdout, stderr) = diff(&first, &second);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("names the older as the run it follows"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with(case) && l.contains("PASS -> FAIL") && l.ends_with("REGRESSION")),
+        "{stdout}"
+    );
+    // Back to healthy: no regression (a failure that passes again is an improvement).
+    let third = run("third", &[], Some(&second));
+    let (code, stdout, _) = diff(&second, &third);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("0 regressed"), "{stdout}");
+    // Out of order: the older does not follow the newer, and a pass lost is shown.
+    let (code, stdout, _) = diff(&third, &second);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("does not name the older"), "{stdout}");
+
+    // A report that does not verify is not compared.
+    let tampered = tmp.path().join("third/run/tampered.dsse.json");
+    let mut envelope: serde_json::Value = serde_json::from_slice(&std::fs::read(&third).unwrap()).unwrap();
+    envelope["signatures"][0]["sig"] = serde_json::json!("AAAA");
+    std::fs::write(&tampered, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let (code, _, stderr) = diff(&first, &tampered);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("does not verify"), "{stderr}");
+
+    // --previous must name a report.
+    let sim = Sim::start("diff-key-a-1", "diff-key-b-1", &[]);
+    let profile = sim.profile(tmp.path());
+    let (code, _, stderr) = output(
+        tenantcheck()
+            .args(["run", "--vendor"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(tmp.path().join("bad"))
+            .arg("--previous")
+            .arg(&profile)
+            .env("TENANTCHECK_KEY_A", "diff-key-a-1")
+            .env("TENANTCHECK_KEY_B", "diff-key-b-1"),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--previous") && stderr.contains("not JSON"), "{stderr}");
+}

@@ -26,7 +26,8 @@ pub struct NodeCoverage {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub answers: BTreeMap<String, Vec<u64>>,
     /// Exposures per node: long prompts answered on a node where the request served
-    /// just before it on that node was another tenant's.
+    /// just before it on that node was another tenant's, at most half as long
+    /// ([`counts`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub exposures: BTreeMap<String, Vec<u64>>,
     /// Exposures in all, named or not.
@@ -90,6 +91,14 @@ impl NodeCoverage {
     }
 }
 
+/// Whether a long prompt of `tenant` (`chars` long) is an exposure on its node, given
+/// the request served there just before it (its tenant and length): another tenant's,
+/// and at most half as long, so that it wrote what it held where a node that drops the
+/// writes of long prompts (the 2026 incident's engine) still stores the short ones.
+pub fn counts(before: Option<(&str, usize)>, tenant: &str, chars: usize) -> bool {
+    before.is_some_and(|(t, c)| t != tenant && 2 * c <= chars)
+}
+
 /// Good–Turing's estimate of the unseen share: the share of observations whose node
 /// was seen exactly once; 1 with no observation.
 pub fn good_turing<'a>(counts: impl IntoIterator<Item = &'a Vec<u64>>) -> f64 {
@@ -147,6 +156,17 @@ mod tests {
         let counts = [vec![1, 2, 3], vec![4], vec![5, 6]];
         assert!((good_turing(&counts) - 1.0 / 6.0).abs() < 1e-12);
         assert_eq!(good_turing(&[] as &[Vec<u64>]), 1.0);
+    }
+
+    #[test]
+    fn an_exposure_counts_after_a_shorter_prompt_of_another_tenant() {
+        assert!(counts(Some(("a", 100)), "b", 200));
+        assert!(
+            !counts(Some(("a", 101)), "b", 200),
+            "not short enough to have been written"
+        );
+        assert!(!counts(Some(("b", 10)), "b", 200), "its own tenant's");
+        assert!(!counts(None, "b", 200), "nothing before it on that node");
     }
 
     #[test]

@@ -96,6 +96,19 @@ pub struct Report {
     /// When the run was continued after an interruption, each time (RFC 3339).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed_at: Vec<String>,
+    /// The report this run follows (`run --previous`), so that a vendor's reports form
+    /// a chain that `tenantcheck diff` walks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<PreviousReport>,
+}
+
+/// The report a run follows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PreviousReport {
+    /// The SHA-256 of its envelope file's bytes (hex).
+    pub sha256: String,
 }
 
 /// Why the vendor's refusals stopped a run, and what it left undone.

@@ -354,7 +354,8 @@ struct Answer {
 
 /// Re-derives a case's node coverage from the transcript: the node each of its
 /// answers names, the exposures that count on each (the top band's, where the request
-/// served just before on that node was another tenant's), the unseen chance, the
+/// served just before on that node was another tenant's and at most half as long), the
+/// unseen chance, the
 /// exposures each node needs, and that a pass had the coverage it needs.
 fn recheck_nodes(
     report: &Report,
@@ -386,14 +387,15 @@ fn recheck_nodes(
     let mut per_node: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut counted: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     if let Some(h) = &header {
-        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut last: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
         for (seq, a) in answers.iter().filter(|(_, a)| a.case == c.id && a.answered) {
             let Some(node) = a.headers.get(h) else { continue };
             per_node.entry(node.clone()).or_default().push(*seq);
-            if exposed.contains(seq) && last.get(node.as_str()).is_some_and(|t| *t != a.tenant.as_str()) {
+            let chars = a.prompt.len();
+            if exposed.contains(seq) && crate::nodes::counts(last.get(node.as_str()).copied(), &a.tenant, chars) {
                 counted.entry(node.clone()).or_default().push(*seq);
             }
-            last.insert(node, &a.tenant);
+            last.insert(node, (&a.tenant, chars));
         }
     }
     let unseen = match (&header, fleet.nodes) {
