@@ -111,8 +111,14 @@ pub fn good_turing<'a>(counts: impl IntoIterator<Item = &'a Vec<u64>>) -> f64 {
 }
 
 /// The chance that `exposures` requests, each routed uniformly to one of `nodes`,
-/// reach every node (inclusion–exclusion).
+/// reach every node: exact by inclusion–exclusion up to 32 nodes; above, where its
+/// alternating terms lose all precision, the union bound's lower bound
+/// `1 - nodes (1 - 1/nodes)^exposures` (so the unseen chance is never understated).
 pub fn all_reached(nodes: u32, exposures: u64) -> f64 {
+    if nodes > 32 {
+        let n = f64::from(nodes);
+        return (1.0 - n * (1.0 - 1.0 / n).powf(exposures as f64)).clamp(0.0, 1.0);
+    }
     let n = f64::from(nodes);
     let mut sum = 0.0;
     let mut binom = 1.0;
@@ -149,6 +155,14 @@ mod tests {
         assert!(all_reached(6, 27) >= 0.95 && all_reached(6, 36) >= 0.99);
         assert_eq!(all_reached(1, 1), 1.0);
         assert_eq!(all_reached(4, 3), 0.0);
+        // 32 nodes: 99% at 255 (exact). Above, the union bound, never more than the
+        // exact chance (64 nodes: 99% at 557 exactly; the bound crosses it there too,
+        // at 0.9901) and finite however many nodes are declared.
+        assert!(all_reached(32, 255) >= 0.99 && all_reached(32, 254) < 0.99);
+        assert!(all_reached(64, 557) >= 0.99 && all_reached(64, 540) < 0.99);
+        let big = all_reached(1_000_000, 20_000_000);
+        assert!(big.is_finite() && big > 0.99, "{big}");
+        assert_eq!(all_reached(1_000, 10), 0.0);
     }
 
     #[test]
