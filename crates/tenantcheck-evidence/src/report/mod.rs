@@ -481,6 +481,7 @@ pub enum VerifyError {
 ///     interrupted: None,
 ///     refused: None,
 ///     resumed_at: vec![],
+///     previous: None,
 /// };
 /// let signing_key = key::generate();
 /// let envelope = serde_json::to_vec(&report.sign(&signing_key)).unwrap();
