@@ -120,30 +120,14 @@ fn a_healthy_fleet_passes_only_with_every_node_covered() {
         // that claims a node had exposures it did not, or other figures than the
         // profile's, does not verify even when signed with the run's key.
         let err = resigned(&run.dir, |r| {
-            let nodes = r
-                .cases
-                .iter_mut()
-                .find(|c| c.id == CASE)
-                .unwrap()
-                .outcome
-                .nodes
-                .as_mut()
-                .unwrap();
+            let nodes = nodes_of(r);
             let first = nodes.exposures.keys().next().unwrap().clone();
             nodes.exposures.get_mut(&first).unwrap().push(1);
         })
         .unwrap_err();
         assert!(err.contains("node coverage is not what the transcript shows"), "{err}");
         let err = resigned(&run.dir, |r| {
-            let nodes = r
-                .cases
-                .iter_mut()
-                .find(|c| c.id == CASE)
-                .unwrap()
-                .outcome
-                .nodes
-                .as_mut()
-                .unwrap();
+            let nodes = nodes_of(r);
             nodes.max_unseen = 0.5;
         })
         .unwrap_err();
@@ -202,4 +186,10 @@ fn without_a_node_signal_coverage_is_estimated_from_the_declared_count_or_unknow
         "{}",
         case.outcome.summary
     );
+}
+
+/// The isolation case's node coverage in a report, to change.
+fn nodes_of(r: &mut tenantcheck::report::Report) -> &mut tenantcheck::nodes::NodeCoverage {
+    let case = r.cases.iter_mut().find(|c| c.id == CASE).unwrap();
+    case.outcome.nodes.as_mut().unwrap()
 }
