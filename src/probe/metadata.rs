@@ -135,15 +135,21 @@ impl super::Probe for CrossTenant {
     }
 
     fn ceiling(p: &MetadataParams, _profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
-        // Up to three rounds (tenant a's request, then every endpoint with three keys),
-        // a's request asking for up to four times `max_tokens`.
+        // Up to `ROUNDS` rounds (tenant a's request, then every endpoint with three
+        // keys), a's request asking for `max_tokens`, twice, then four times as many.
         let round = 1 + 3 * p.endpoints.len() as u64;
+        let rounds = u64::from(ROUNDS);
+        let victim: u64 = (0..rounds).map(|r| u64::from(p.max_tokens) << r.min(2)).sum();
         Some(super::Ceiling::Like {
-            requests: 3 * round,
-            max_tokens: 4 * u64::from(p.max_tokens) / round + 1,
+            requests: rounds * round,
+            max_tokens: victim.div_ceil(rounds * round),
         })
     }
 }
+
+/// The most rounds tenant a's request is sent in: one, then again while it ended
+/// before the endpoints had all been asked.
+const ROUNDS: u32 = 5;
 
 /// What one key got from one endpoint.
 struct Asked {
@@ -173,13 +179,16 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
             "Write the numbers from one upward in words, one per line, without stopping.",
         ],
     );
-    let prompt = PromptBuilder::default().build(
-        p.prompt_tokens,
-        &secret.filler(owner, ctx.case_id, 1),
-        &format!("Customer on file: {record}\n\n"),
-        &[],
-        &format!("\n\n{ask}"),
-    );
+    // Each round's prompt is new: a model that stops early stops on a given text.
+    let prompt_of = |round: u32| {
+        PromptBuilder::default().build(
+            p.prompt_tokens,
+            &secret.filler(owner, ctx.case_id, 1 + round),
+            &format!("Customer on file: {record}\n\n"),
+            &[],
+            &format!("\n\n{ask}"),
+        )
+    };
     let allowed = ctx.session.profile().allow_state_changes;
     let hashes: Vec<(String, String)> = labels
         .iter()
@@ -188,13 +197,16 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         .collect();
 
     // Tenant a's request must run while every endpoint is asked: where it ended
-    // sooner (a fast server, a model that stops early), it asks for twice the tokens,
-    // up to twice more.
+    // sooner (a fast server, a model that stops early), it is sent again with a new
+    // prompt and twice the tokens (up to four times `max_tokens`), for up to `ROUNDS`
+    // rounds.
     let mut coverage = Coverage::default();
     let mut max_tokens = p.max_tokens;
+    let mut round = 0;
     // Every round's answers are judged; the listing shows the last round's.
     let mut all: Vec<(usize, Option<String>, Sent)> = Vec::new();
     let (victim, listed_from, asked_for, victim_ran_for) = loop {
+        let prompt = prompt_of(round);
         // Streamed: the request runs while its answer is generated, on any server.
         let request = ChatRequest {
             sampling: Some(sampling),
@@ -232,13 +244,14 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         coverage.requests += 1 + answers.len() as u64;
         coverage.prompt_tokens += PromptBuilder::default().tokens_for(prompt.len());
         coverage.max_prompt_tokens = coverage.max_prompt_tokens.max(PromptBuilder::default().tokens_for(prompt.len()));
-        let retry = victim.exchange.is_success() && ran_for < asked_for && max_tokens < p.max_tokens * 4;
+        round += 1;
+        let retry = victim.exchange.is_success() && ran_for < asked_for && round < ROUNDS;
         let from = all.len();
         all.extend(answers);
         if !retry {
             break (victim, from, asked_for, ran_for);
         }
-        max_tokens *= 2;
+        max_tokens = (max_tokens * 2).min(p.max_tokens * 4);
     };
     let answers = all;
     // An adapter that speaks only the API (a program on stdio) sends none of them.
