@@ -13,8 +13,11 @@
 //! `tenantcheck verify` exits [`SUCCESS`] when every check holds, [`FAILED`] when one
 //! does not, and [`SETUP_ERROR`] when its inputs cannot be read. `tenantcheck diff`
 //! exits [`SUCCESS`] when no case regressed, [`FAILED`] when one did or a report does
-//! not verify, and [`SETUP_ERROR`] when its inputs cannot be read. The other commands exit
-//! [`SUCCESS`] or [`SETUP_ERROR`].
+//! not verify, and [`SETUP_ERROR`] when its inputs cannot be read. `tenantcheck merge`
+//! exits with the merged verdict as `run` does ([`SUCCESS`], [`FAILED`],
+//! [`INCONCLUSIVE`]), [`FAILED`] also when a report does not verify or the reports do
+//! not make whole runs (nothing is merged), and [`SETUP_ERROR`] when its inputs cannot be
+//! read. The other commands exit [`SUCCESS`] or [`SETUP_ERROR`].
 
 /// Every selected case passed (or, for `verify`, every check held).
 pub const SUCCESS: u8 = 0;

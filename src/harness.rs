@@ -70,6 +70,9 @@ pub struct RunOptions {
     pub resume: Option<PathBuf>,
     /// The report this run follows (`--previous`): its digest is recorded.
     pub previous: Option<PathBuf>,
+    /// The share of the suite to run (`--partition INDEX/COUNT`); the other shares'
+    /// cases are skipped, and `tenantcheck merge` joins the shares' reports.
+    pub partition: Option<crate::shard::Partition>,
     /// libtest-mimic's arguments (filter, `--list`, `--exact`, `--skip`, …).
     pub trials: Arguments,
 }
@@ -217,11 +220,18 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         Some(r) => Inputs::resumed(r, &opts)?,
         None => Inputs::load(&opts)?,
     };
+    // A resumed run keeps the share it ran.
+    let partition = match &resumed {
+        Some(r) => r.report.partition,
+        None => opts.partition,
+    };
     if opts.trials.list {
         let trials = suite
             .cases
             .iter()
-            .map(|c| Trial::test(c.id.clone(), || Ok(())).with_kind(c.threat.to_string()))
+            .enumerate()
+            .filter(|(position, _)| partition.is_none_or(|p| p.owns(*position)))
+            .map(|(_, c)| Trial::test(c.id.clone(), || Ok(())).with_kind(c.threat.to_string()))
             .collect();
         let _ = libtest_mimic::run(&opts.trials, trials);
         return Ok(RunResult {
@@ -352,6 +362,9 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let mut order: Vec<&crate::suite::Case> = suite
         .cases
         .iter()
+        .enumerate()
+        .filter(|(position, _)| partition.is_none_or(|p| p.owns(*position)))
+        .map(|(_, c)| c)
         .filter(|c| resumed.as_ref().is_none_or(|r| r.unfinished.contains(&c.id)))
         .collect();
     order.sort_by_key(|c| secret.seed(ORDER, &c.id, 0));
@@ -453,7 +466,8 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let cases = suite
         .cases
         .iter()
-        .map(|c| CaseReport {
+        .enumerate()
+        .map(|(position, c)| CaseReport {
             id: c.id.clone(),
             threat: c.threat,
             severity: c.severity,
@@ -463,7 +477,12 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             outcome: results
                 .remove(&c.id)
                 .or_else(|| earlier.remove(&c.id))
-                .unwrap_or_else(|| Outcome::skipped("not selected by the filter")),
+                .unwrap_or_else(|| match partition {
+                    Some(p) if !p.owns(position) => Outcome::skipped(format!(
+                        "in another share of the suite (this run is share {p}: --partition)"
+                    )),
+                    _ => Outcome::skipped("not selected by the filter"),
+                }),
         })
         .collect();
     let unfinished: Vec<String> = std::mem::take(&mut *unfinished.lock().expect("lock poisoned"))
@@ -538,6 +557,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         refused,
         resumed_at,
         previous: previous.or_else(|| resumed.as_ref().and_then(|r| r.report.previous.clone())),
+        partition,
     };
     report.tally();
     let report = redact_report(&report, &redactor);

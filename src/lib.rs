@@ -27,7 +27,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub use tenantcheck_evidence::{canary, judge, nodes, outcome, prompt, report, scan, threat, tokenizer, version};
+pub use tenantcheck_evidence::{
+    canary, judge, nodes, outcome, prompt, report, scan, shard, threat, tokenizer, version,
+};
 pub use tenantcheck_sim as sim;
 
 pub mod adapter;
@@ -39,6 +41,7 @@ pub mod event;
 pub mod exit;
 pub mod harness;
 pub mod inert;
+pub mod merge;
 pub mod plan;
 pub mod probe;
 pub mod render;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tenantcheck::exit;
 use tenantcheck::harness::{self, RunOptions};
 use tenantcheck::inert::{Sink, inert};
+use tenantcheck::outcome::Verdict;
 use tenantcheck::report::{self, key};
 use tenantcheck::run_dir;
 use tenantcheck::schema::Schema;
@@ -106,8 +107,32 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         key: Vec<PathBuf>,
     },
-    /// Verify a signed report (or a bundle): signature, statement, the transcript's
-    /// digest and hash chain, and a re-check of the verdicts from the transcript.
+    /// Verify many signed reports (the shares of a run made with `run --partition`, or
+    /// one report per profile) with their transcripts, and sign one summary over them:
+    /// each case's verdict from the share that owns it, every report's digest a
+    /// subject. A report that does not verify, or shares that do not make a whole run,
+    /// refuse the merge.
+    Merge {
+        /// The reports: run folders, or their report.dsse.json (the transcript beside).
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// The merge folder: the summary, and a copy of every report merged.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The private key to sign the summary with (PKCS#8 PEM); default: a fresh pair
+        /// in the merge folder.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// A public key (SPKI PEM) the reports must be signed by (repeat for several);
+        /// default: each report's signing-key.pub.pem beside it, which shows integrity,
+        /// not who signed.
+        #[arg(long, value_name = "FILE")]
+        shard_key: Vec<PathBuf>,
+    },
+    /// Verify a signed report (or a bundle, or a merge summary): signature, statement,
+    /// the transcript's digest and hash chain, and a re-check of the verdicts from the
+    /// transcript; for a summary, every report it names, and the summary re-derived
+    /// from them.
     Verify {
         /// The report envelope (report.dsse.json), or a bundle (bundle.tar).
         envelope: PathBuf,
@@ -169,6 +194,12 @@ struct RunArgs {
     /// recorded, so reports form a chain that `tenantcheck diff` walks.
     #[arg(long, value_name = "FILE")]
     previous: Option<PathBuf>,
+    /// Run one share of the suite: of its cases in id order, every COUNT-th from the
+    /// INDEX-th (`2/4`: the second of four). Run every share (as parallel processes, a
+    /// CI matrix, a Kubernetes Indexed Job), then join their reports with
+    /// `tenantcheck merge`.
+    #[arg(long, value_name = "INDEX/COUNT", conflicts_with = "resume")]
+    partition: Option<tenantcheck::shard::Partition>,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }
@@ -336,6 +367,17 @@ fn main() -> ExitCode {
             challenge.as_ref().map(|c| c.0.as_slice()),
         ),
         Command::Diff { older, newer, key } => diff(&older, &newer, &key),
+        Command::Merge {
+            reports,
+            out,
+            key,
+            shard_key,
+        } => merge(tenantcheck::merge::MergeOptions {
+            reports,
+            out,
+            key,
+            trusted: shard_key,
+        }),
         Command::Bundle { run_dir, out } => {
             let out = out.unwrap_or_else(|| run_dir.join(run_dir::BUNDLE_FILE));
             match tenantcheck::bundle::write(&run_dir, &out) {
@@ -368,6 +410,7 @@ fn run(args: RunArgs) -> u8 {
         max_concurrency: args.max_concurrency,
         resume: args.resume,
         previous: args.previous,
+        partition: args.partition,
         trials: args.trials,
     };
     let result = if args.plan {
@@ -592,6 +635,66 @@ fn verify_bundle(path: &Path, bytes: &[u8], key_path: Option<&Path>, challenge: 
     }
 }
 
+/// `tenantcheck merge`.
+fn merge(opts: tenantcheck::merge::MergeOptions) -> u8 {
+    use tenantcheck::merge::MergeFailure;
+    if opts.trusted.is_empty() {
+        say!(
+            "note: no --shard-key given: each report is checked with the key beside it, which shows integrity, not who signed"
+        );
+    }
+    match tenantcheck::merge::merge(&opts, |check| say!("ok: {check}")) {
+        Ok(m) => {
+            for line in tenantcheck::merge::render(&m.summary).lines() {
+                say!("{line}");
+            }
+            say!("summary: {} (signed by {})", m.envelope.display(), m.key_id);
+            if let Some(private) = &m.fresh_key {
+                say!(
+                    "signing key: {} (fresh; keep it or pass --key next time)",
+                    private.display()
+                );
+            }
+            match m.summary.verdict {
+                Verdict::Fail => exit::FAILED,
+                Verdict::Inconclusive => exit::INCONCLUSIVE,
+                Verdict::Pass | Verdict::Skipped => exit::SUCCESS,
+            }
+        }
+        Err(MergeFailure::Setup(e)) => {
+            tell!("error: {e}");
+            exit::SETUP_ERROR
+        }
+        Err(MergeFailure::Refused(e)) => {
+            tell!("error: {e}");
+            exit::FAILED
+        }
+    }
+}
+
+/// `tenantcheck verify` of a merge summary.
+fn verify_summary(envelope: &Path, bytes: &[u8], key: &ed25519_dalek::VerifyingKey) -> u8 {
+    match tenantcheck::merge::verify(envelope, bytes, key, |check| say!("ok: {check}")) {
+        Ok(v) => {
+            let s = v.summary();
+            say!(
+                "verified: summary {} signed by {}: verdict {} ({}) over {}",
+                envelope.display(),
+                v.key_id(),
+                s.verdict.label(),
+                s.totals,
+                s.runs_in_words()
+            );
+            exit::SUCCESS
+        }
+        Err(e) => {
+            say!("FAILED: {e}");
+            tell!("error: {} does not verify: {e}", envelope.display());
+            exit::FAILED
+        }
+    }
+}
+
 fn parse_challenge(text: &str) -> Result<Challenge, String> {
     match report::unhex(text) {
         Some(b) if !b.is_empty() && b.len() <= 64 => Ok(Challenge(b)),
@@ -718,6 +821,9 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
             return exit::SETUP_ERROR;
         }
     };
+    if tenantcheck::shard::is_summary(&bytes) {
+        return verify_summary(envelope, &bytes, &public);
+    }
     let transcript_path = match transcript {
         Some(p) => Some(p.to_owned()),
         None => run_dir::existing_beside(envelope, run_dir::TRANSCRIPT_FILE),

@@ -94,7 +94,13 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
             sent: session.spent(),
             at_most: None,
         });
-        for case in suite.cases.iter().filter(|c| selected(&opts.trials, &c.id)) {
+        let in_share = |position: usize| opts.partition.is_none_or(|p| p.owns(position));
+        for (_, case) in suite
+            .cases
+            .iter()
+            .enumerate()
+            .filter(|(position, c)| in_share(*position) && selected(&opts.trials, &c.id))
+        {
             let before = session.spent();
             let ctx = crate::probe::Context {
                 case_id: &case.id,

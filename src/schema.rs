@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 pub enum Schema {
     /// The report: the predicate of the signed statement.
     Report,
+    /// A merge summary (`tenantcheck merge`): the predicate of its signed statement.
+    Summary,
     /// A vendor profile (`vendors/*.toml`).
     Vendor,
     /// A suite case (`suite/**/*.toml`).
@@ -30,6 +32,7 @@ impl Schema {
     /// Every kind.
     pub const ALL: &[Schema] = &[
         Schema::Report,
+        Schema::Summary,
         Schema::Vendor,
         Schema::Case,
         Schema::Advisory,
@@ -40,6 +43,7 @@ impl Schema {
     pub fn name(self) -> &'static str {
         match self {
             Schema::Report => "report",
+            Schema::Summary => "summary",
             Schema::Vendor => "vendor",
             Schema::Case => "case",
             Schema::Advisory => "advisory",
@@ -51,6 +55,7 @@ impl Schema {
     pub fn generate(self) -> Value {
         let mut schema = match self {
             Schema::Report => written::<crate::report::Report>(),
+            Schema::Summary => written::<crate::shard::Summary>(),
             Schema::Vendor => of::<crate::vendor::VendorProfile>(),
             Schema::Advisory => of::<Advisory>(),
             Schema::Case => case(),

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Validates the project's data files and a run's report against reports/schema/.
 
-Usage: validate_schemas.py [RUN_DIR]
+Usage: validate_schemas.py [RUN_DIR | MERGE_DIR]...
 
 With the third-party `jsonschema` package (draft 2020-12): every vendor profile under
 vendors/, every case and advisory under suite/ (TOML read with tomllib), and the report
-inside the envelope of each example under reports/examples/ and of each run folder given. Exits 0 when all are valid.
+inside the envelope of each example under reports/examples/ and of each run folder given
+(a merge folder's summary, against the summary schema). Exits 0 when all are valid.
 """
 import base64
 import json
@@ -18,7 +19,7 @@ from jsonschema import Draft202012Validator
 root = pathlib.Path(__file__).resolve().parents[2]
 schemas = {
     name: Draft202012Validator(json.loads((root / "reports/schema" / f"{name}.schema.json").read_text()))
-    for name in ("report", "vendor", "case", "advisory", "command")
+    for name in ("report", "summary", "vendor", "case", "advisory", "command")
 }
 for schema in schemas.values():
     Draft202012Validator.check_schema(schema.schema)
@@ -50,7 +51,8 @@ for line in (
     check("command", "command line", line)
 runs = [pathlib.Path(a) for a in sys.argv[1:]] + sorted((root / "reports/examples").glob("*/"))
 for run in runs:
-    envelope = json.loads((run / "report.dsse.json").read_text())
+    kind, name = ("summary", "summary.dsse.json") if (run / "summary.dsse.json").exists() else ("report", "report.dsse.json")
+    envelope = json.loads((run / name).read_text())
     statement = json.loads(base64.b64decode(envelope["payload"]))
-    check("report", run / "report.dsse.json", statement["predicate"])
+    check(kind, run / name, statement["predicate"])
 print(f"jsonschema: {checked} files valid against reports/schema/")

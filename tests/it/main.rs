@@ -15,5 +15,6 @@ mod html;
 mod incident;
 mod interrupt;
 mod matrix;
+mod merge;
 mod run;
 mod side_channels;

@@ -22,7 +22,9 @@
 //! - [`judge`]: the pure rules that turn recorded answers into findings, shared by the
 //!   run and the re-check;
 //! - [`report`]: the signed report (an in-toto Statement in a DSSE envelope, ed25519),
-//!   its keys, and `verify`.
+//!   its keys, and `verify`;
+//! - [`shard`]: a run's share of the suite (`run --partition`) and the signed summary
+//!   over many reports (`tenantcheck merge`), re-derived by `verify_summary`.
 //!
 //! The rule of the cut: evidence never depends on the code that produced it. The
 //! `tenantcheck` package (adapters, session, probes, harness, renderers, the reference
@@ -40,6 +42,7 @@ pub mod profile;
 pub mod prompt;
 pub mod report;
 pub mod scan;
+pub mod shard;
 pub mod threat;
 pub mod tokenizer;
 pub mod transcript;

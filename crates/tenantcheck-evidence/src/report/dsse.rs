@@ -59,6 +59,17 @@ impl Envelope {
         }
     }
 
+    /// The payload bytes, unchecked: only to tell what a statement claims to be (a
+    /// report, a merge summary) before verifying it as that.
+    pub fn unverified_payload(&self) -> Result<Vec<u8>, VerifyError> {
+        decode(&self.payload).ok_or(VerifyError::Base64("payload"))
+    }
+
+    /// The ids of the keys whose signatures the envelope carries (unchecked).
+    pub fn key_ids(&self) -> impl Iterator<Item = &str> {
+        self.signatures.iter().map(|s| s.keyid.as_str())
+    }
+
     /// The payload bytes, once a signature by `key` over them checks out
     /// (`verify_strict`: no malleable or small-order forms).
     pub fn verified_payload(&self, key: &VerifyingKey) -> Result<Vec<u8>, VerifyError> {

@@ -100,6 +100,11 @@ pub struct Report {
     /// a chain that `tenantcheck diff` walks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<PreviousReport>,
+    /// The share of the suite this run ran (`run --partition INDEX/COUNT`): the cases
+    /// of the other shares are skipped here, and `tenantcheck merge` joins the shares'
+    /// reports into one signed summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<crate::shard::Partition>,
 }
 
 /// The report a run follows.
@@ -273,58 +278,118 @@ impl std::fmt::Display for Totals {
 impl Report {
     /// Counts verdicts and sets `totals` and `verdict` from `cases`.
     pub fn tally(&mut self) {
-        let mut t = Totals::default();
-        for c in &self.cases {
-            match c.outcome.verdict {
-                Verdict::Pass => t.passed += 1,
-                Verdict::Fail => t.failed += 1,
-                Verdict::Inconclusive => t.inconclusive += 1,
-                Verdict::Skipped => t.skipped += 1,
-            }
-        }
-        self.totals = t;
-        self.verdict = if t.failed > 0 {
-            Verdict::Fail
-        } else if t.inconclusive > 0 {
-            Verdict::Inconclusive
-        } else if t.passed > 0 {
-            Verdict::Pass
-        } else {
-            Verdict::Skipped
-        };
+        (self.totals, self.verdict) = tally(self.cases.iter().map(|c| c.outcome.verdict));
     }
 
     /// Wraps the report in an in-toto Statement about the transcript and signs it.
     pub fn sign(&self, key: &SigningKey) -> Envelope {
-        let statement = Statement {
+        let subject = vec![Subject::new(&self.transcript.file, &self.transcript.summary.sha256)];
+        Statement::new(subject, PREDICATE_TYPE, self).sign(key)
+    }
+}
+
+/// Cases by verdict, and the overall verdict: fail if any case failed, else
+/// inconclusive if any was, else pass if any passed, else skipped.
+pub fn tally(verdicts: impl IntoIterator<Item = Verdict>) -> (Totals, Verdict) {
+    let mut t = Totals::default();
+    for v in verdicts {
+        match v {
+            Verdict::Pass => t.passed += 1,
+            Verdict::Fail => t.failed += 1,
+            Verdict::Inconclusive => t.inconclusive += 1,
+            Verdict::Skipped => t.skipped += 1,
+        }
+    }
+    let verdict = if t.failed > 0 {
+        Verdict::Fail
+    } else if t.inconclusive > 0 {
+        Verdict::Inconclusive
+    } else if t.passed > 0 {
+        Verdict::Pass
+    } else {
+        Verdict::Skipped
+    };
+    (t, verdict)
+}
+
+/// An in-toto Statement v1 carrying a predicate: a report, or a merge summary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Statement<P> {
+    #[serde(rename = "_type")]
+    pub(crate) type_: String,
+    pub(crate) subject: Vec<Subject>,
+    #[serde(rename = "predicateType")]
+    pub(crate) predicate_type: String,
+    pub(crate) predicate: P,
+}
+
+/// A file the statement is about, by its digest.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Subject {
+    pub(crate) name: String,
+    pub(crate) digest: BTreeMap<String, String>,
+}
+
+impl Subject {
+    /// `name` with its SHA-256 (hex).
+    pub(crate) fn new(name: &str, sha256: &str) -> Self {
+        Subject {
+            name: name.to_owned(),
+            digest: BTreeMap::from([("sha256".to_owned(), sha256.to_owned())]),
+        }
+    }
+}
+
+impl<P: Serialize> Statement<P> {
+    /// A statement of `predicate_type` about `subject`.
+    pub(crate) fn new(subject: Vec<Subject>, predicate_type: &str, predicate: P) -> Self {
+        Statement {
             type_: STATEMENT_TYPE.into(),
-            subject: vec![Subject {
-                name: self.transcript.file.clone(),
-                digest: BTreeMap::from([("sha256".to_owned(), self.transcript.summary.sha256.clone())]),
-            }],
-            predicate_type: PREDICATE_TYPE.into(),
-            predicate: self.clone(),
-        };
-        let payload = serde_json::to_vec(&statement).expect("reports serialise");
+            subject,
+            predicate_type: predicate_type.into(),
+            predicate,
+        }
+    }
+
+    /// The statement in a DSSE envelope signed with `key`.
+    pub(crate) fn sign(&self, key: &SigningKey) -> Envelope {
+        let payload = serde_json::to_vec(self).expect("statements serialise");
         Envelope::sign(PAYLOAD_TYPE, &payload, key)
     }
 }
 
-/// An in-toto Statement v1 carrying a report.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Statement {
-    #[serde(rename = "_type")]
-    type_: String,
-    subject: Vec<Subject>,
-    #[serde(rename = "predicateType")]
-    predicate_type: String,
-    predicate: Report,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Subject {
-    name: String,
-    digest: BTreeMap<String, String>,
+impl<P: serde::de::DeserializeOwned> Statement<P> {
+    /// Opens a signed statement: the envelope, the signature by `key` (its id is
+    /// returned), the statement's type and its predicate type; each check passed is
+    /// told to `on_check`.
+    pub(crate) fn open(
+        envelope: &[u8],
+        key: &VerifyingKey,
+        predicate_type: &str,
+        on_check: &mut impl FnMut(String),
+    ) -> Result<(Self, String), VerifyError> {
+        let env: Envelope = serde_json::from_slice(envelope).map_err(VerifyError::Envelope)?;
+        if env.payload_type != PAYLOAD_TYPE {
+            return Err(VerifyError::PayloadType {
+                found: env.payload_type,
+            });
+        }
+        on_check(format!("DSSE envelope, payloadType {PAYLOAD_TYPE}"));
+        let payload = env.verified_payload(key)?;
+        let key_id = key::key_id(key);
+        on_check(format!("ed25519 signature by key {key_id}"));
+        let statement: Self = serde_json::from_slice(&payload).map_err(|e| VerifyError::Statement(e.to_string()))?;
+        if statement.type_ != STATEMENT_TYPE {
+            return Err(VerifyError::Statement(format!("_type is {:?}", statement.type_)));
+        }
+        if statement.predicate_type != predicate_type {
+            return Err(VerifyError::Statement(format!(
+                "predicateType is {:?}, expected {predicate_type:?}",
+                statement.predicate_type
+            )));
+        }
+        Ok((statement, key_id))
+    }
 }
 
 /// A report whose signature, statement and (when given) transcript were checked.
@@ -384,8 +449,8 @@ pub enum VerifyError {
         /// The key id.
         key_id: String,
     },
-    /// The payload is not an in-toto Statement v1 holding a report.
-    #[error("the payload is not an in-toto Statement v1 with a tenantcheck report: {0}")]
+    /// The payload is not the in-toto Statement v1 expected (a report, a summary).
+    #[error("the payload is not the in-toto Statement v1 expected: {0}")]
     Statement(String),
     /// The statement names no transcript subject.
     #[error("the statement has no subject {TRANSCRIPT_FILE:?} with a sha256 digest")]
@@ -482,6 +547,7 @@ pub enum VerifyError {
 ///     refused: None,
 ///     resumed_at: vec![],
 ///     previous: None,
+///     partition: None,
 /// };
 /// let signing_key = key::generate();
 /// let envelope = serde_json::to_vec(&report.sign(&signing_key)).unwrap();
@@ -503,26 +569,7 @@ pub fn verify(
     challenge: Option<&[u8]>,
     mut on_check: impl FnMut(String),
 ) -> Result<VerifiedReport, VerifyError> {
-    let env: Envelope = serde_json::from_slice(envelope).map_err(VerifyError::Envelope)?;
-    if env.payload_type != PAYLOAD_TYPE {
-        return Err(VerifyError::PayloadType {
-            found: env.payload_type,
-        });
-    }
-    on_check(format!("DSSE envelope, payloadType {PAYLOAD_TYPE}"));
-    let payload = env.verified_payload(key)?;
-    let key_id = key::key_id(key);
-    on_check(format!("ed25519 signature by key {key_id}"));
-    let statement: Statement = serde_json::from_slice(&payload).map_err(|e| VerifyError::Statement(e.to_string()))?;
-    if statement.type_ != STATEMENT_TYPE {
-        return Err(VerifyError::Statement(format!("_type is {:?}", statement.type_)));
-    }
-    if statement.predicate_type != PREDICATE_TYPE {
-        return Err(VerifyError::Statement(format!(
-            "predicateType is {:?}",
-            statement.predicate_type
-        )));
-    }
+    let (statement, key_id) = Statement::<Report>::open(envelope, key, PREDICATE_TYPE, &mut on_check)?;
     let report = statement.predicate;
     if report.format_version != FORMAT_VERSION {
         return Err(VerifyError::Statement(format!(
