@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Node coverage against a fleet: the reference vendor as 8 nodes behind a router, the
-# stale-pages fault on 1 of them, and isolation.canary-residue run RUNS times with the
-# profile's [fleet] naming the node header (and the affinity header for affinity
-# routing). Counts the verdicts (a pass is a miss) and the prompt tokens each run sent,
-# beside one run against a single healthy node (the cost without a fleet).
+# stale-pages fault on 1 of them, and a case (default isolation.canary-residue; `all`:
+# the whole default suite) run RUNS times with the profile's [fleet] naming the node
+# header (and the affinity header for affinity routing). Counts the verdicts (a pass is
+# a miss; for `all`, the run's verdict) and the prompt tokens each run sent, beside one
+# run against a single healthy node (the cost without a fleet).
 #
-#   bash benches/fleet.sh [RUNS] [ROUTING]     # ROUTING: random (default), prefix-hash, affinity
+#   bash benches/fleet.sh [RUNS] [ROUTING] [CASE]   # ROUTING: random (default), prefix-hash, affinity
 #
 # docs/benchmarks.md has the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-100}
 routing=${2:-random}
+case=${3:-isolation.canary-residue}
 bin=${TENANTCHECK_BIN:-./target/release/tenantcheck}
 [ -n "${TENANTCHECK_BIN:-}" ] || cargo build --release --quiet
 work=$(mktemp -d)
@@ -29,12 +31,15 @@ run_one() {
     sed "s#http://127.0.0.1:8080/v1#http://127.0.0.1:$port/v1#" vendors/sim.toml >"$work/profile.toml"
     [ -n "$fleet" ] && printf '\n[fleet]\n%b\n' "$fleet" >>"$work/profile.toml"
     rm -rf "$out"
-    "$bin" run --vendor "$work/profile.toml" --exact isolation.canary-residue --out "$out" >/dev/null 2>&1 || true
-    python3 - "$out/report.dsse.json" <<'PY'
+    local select=(--exact "$case")
+    [ "$case" = all ] && select=()
+    "$bin" run --vendor "$work/profile.toml" "${select[@]}" --out "$out" >/dev/null 2>&1 || true
+    python3 - "$out/report.dsse.json" "$case" <<'PY'
 import base64, json, sys
 report = json.loads(base64.b64decode(json.load(open(sys.argv[1]))["payload"]))["predicate"]
-case = next(c for c in report["cases"] if c["id"] == "isolation.canary-residue")
-print(case["outcome"]["verdict"], case["outcome"]["coverage"]["prompt_tokens"])
+cases = [c for c in report["cases"] if sys.argv[2] in ("all", c["id"])]
+verdict = report["verdict"] if sys.argv[2] == "all" else cases[0]["outcome"]["verdict"]
+print(verdict, sum(c["outcome"]["coverage"]["prompt_tokens"] for c in cases))
 PY
 }
 
@@ -66,5 +71,5 @@ for i in $(seq 1 "$runs"); do
 done
 echo >&2
 median=$(printf '%s\n' "${tokens[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-echo "8 nodes, 1 bad (stale-pages), $routing routing, $runs runs: fail ${count[fail]:-0}, inconclusive ${count[inconclusive]:-0}, pass ${count[pass]:-0}"
+echo "$case: 8 nodes, 1 bad (stale-pages), $routing routing, $runs runs: fail ${count[fail]:-0}, inconclusive ${count[inconclusive]:-0}, pass ${count[pass]:-0}"
 echo "median prompt tokens per run: $median; a pass over 8 healthy nodes: ${healthy#* }; a single healthy node: ${single#* }"

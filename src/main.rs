@@ -310,6 +310,10 @@ struct SimArgs {
     /// With --nodes: the response header naming the serving node (`none`: not named).
     #[arg(long, default_value = "x-served-by", value_name = "NAME")]
     node_header: String,
+    /// With --nodes: each node also names itself in its answers' `system_fingerprint`
+    /// (`fp_node0`, `fp_node1`, ...).
+    #[arg(long)]
+    node_fingerprint: bool,
     /// With --routing affinity: the request header whose value pins a session to a node.
     #[arg(long, default_value = "x-session-affinity", value_name = "NAME")]
     affinity_header: String,
@@ -487,6 +491,7 @@ fn sim(args: SimArgs) -> u8 {
         bad_nodes: args.bad_nodes,
         routing: args.routing,
         node_header: (args.node_header != "none").then(|| args.node_header.clone()),
+        node_fingerprint: args.node_fingerprint,
         affinity_header: args.affinity_header.clone(),
     });
     let config = SimConfig {
@@ -515,6 +520,7 @@ fn sim(args: SimArgs) -> u8 {
         chaos: args.chaos,
         redirect_to: args.redirect_to,
         fleet,
+        system_fingerprint: None,
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -300,6 +300,22 @@ pub fn validate(profile: &VendorProfile, origin: &Path) -> Result<(), ProfileErr
                 ));
             }
         }
+        if let Some(field) = &fleet.node_field {
+            if fleet.node_header.is_some() {
+                return Err(invalid(
+                    "fleet.node_field",
+                    "is given beside fleet.node_header".into(),
+                    "name the node one way: a response header, or a field of the answer",
+                ));
+            }
+            if !field.starts_with('/') || field.len() < 2 {
+                return Err(invalid(
+                    "fleet.node_field",
+                    format!("{field:?} is not a JSON Pointer to a field"),
+                    "write the field's path from the answer's top, such as \"/system_fingerprint\"",
+                ));
+            }
+        }
         if fleet.nodes == Some(0) {
             return Err(invalid(
                 "fleet.nodes",
@@ -423,6 +439,35 @@ credential_env = "KEY_B"
         assert_eq!(p.base_url(), "http://127.0.0.1:1/v1");
         assert_eq!(p.request_timeout_secs, 120);
         assert_eq!(p.max_concurrency, 4);
+    }
+
+    #[test]
+    fn a_node_named_in_a_field_is_a_json_pointer_and_never_beside_a_header() {
+        let with = |fleet: &str| parse(&format!("{GOOD}\n[fleet]\n{fleet}\n"));
+        let p = with("node_field = \"/system_fingerprint\"").unwrap();
+        let fleet = p.fleet.unwrap();
+        assert_eq!(fleet.signal().as_deref(), Some("body /system_fingerprint"));
+        let body = r#"{"id":"x","system_fingerprint":"fp_node3"}"#;
+        let none = std::collections::BTreeMap::new();
+        assert_eq!(fleet.node_of(&none, Some(body), []).as_deref(), Some("fp_node3"));
+        // A stream: the first frame that has it.
+        let frames = [
+            "{\"choices\":[]}",
+            "{\"system_fingerprint\":7}",
+            "{\"system_fingerprint\":\"later\"}",
+        ];
+        assert_eq!(fleet.node_of(&none, None, frames).as_deref(), Some("7"));
+        assert_eq!(fleet.node_of(&none, Some("not json"), []), None);
+        for (fleet, says) in [
+            ("node_field = \"system_fingerprint\"", "is not a JSON Pointer"),
+            (
+                "node_field = \"/system_fingerprint\"\nnode_header = \"x-served-by\"",
+                "beside fleet.node_header",
+            ),
+        ] {
+            let msg = with(fleet).unwrap_err().to_string();
+            assert!(msg.contains("fleet.node_field") && msg.contains(says), "{msg}");
+        }
     }
 
     #[test]

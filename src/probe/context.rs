@@ -29,7 +29,7 @@
 
 use super::{Context, Sizer, conclude, describe, refused};
 use crate::canary::Needle;
-use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome, SweepPoint, SweepResult};
+use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome, SweepPoint, SweepResult, Verdict};
 use crate::prompt::Placed;
 use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
@@ -69,6 +69,13 @@ pub struct BoundaryParams {
     /// least 16 records).
     #[serde(default = "default_seed")]
     pub seed_fraction: f64,
+    /// Where the profile has a `[fleet]`: the most pinned rounds spent after the search
+    /// (the other tenant's seed, then a prompt at the top length, both pinned to one
+    /// node; the next round elsewhere), until every node seen had a prompt at the top
+    /// right after another tenant's shorter one and the chance of an unseen node is
+    /// below the fleet's `max_unseen` (see [`crate::nodes::NodeCoverage`]). 0: none.
+    #[serde(default = "default_node_rounds")]
+    pub node_rounds: u32,
 }
 
 fn default_answer() -> u32 {
@@ -85,6 +92,9 @@ fn default_resolution() -> f64 {
 }
 fn default_seed() -> f64 {
     0.02
+}
+fn default_node_rounds() -> u32 {
+    64
 }
 
 impl BoundaryParams {
@@ -188,6 +198,8 @@ struct Search<'a> {
     tried: Vec<(u64, u64, Processed)>,
     /// The same, as reported.
     sweep: Vec<SweepPoint>,
+    /// Pinned rounds spent for node coverage.
+    node_rounds: u32,
 }
 
 /// The probe `context.boundary`.
@@ -203,6 +215,21 @@ impl super::Probe for Boundary {
 
     async fn run(p: &BoundaryParams, ctx: Context<'_>) -> Outcome {
         super::settled(boundary(p, ctx).await)
+    }
+
+    fn ceiling(p: &BoundaryParams, profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
+        // Where the profile has a `[fleet]`: every pinned round, a seed and a prompt
+        // at the top length (a run against the one-node reference vendor spends none).
+        profile.fleet.as_ref()?;
+        let context = profile.context_window;
+        let top = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
+        let seed = ((p.seed_fraction * context as f64) as u64).max(16 * 40);
+        let rounds = u64::from(p.node_rounds);
+        Some(super::Ceiling::More {
+            requests: 2 * rounds,
+            prompt_tokens: rounds * (top + seed),
+            max_tokens: u64::from(p.max_tokens),
+        })
     }
 }
 
@@ -223,6 +250,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         records: 0,
         tried: Vec::new(),
         sweep: Vec::new(),
+        node_rounds: 0,
     };
     let context = ctx.session.profile().context_window;
     let top = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
@@ -237,6 +265,8 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     } else {
         b.search(short, top, context).await?
     };
+    b.cover_nodes(top, context).await?;
+    let nodes = b.node_coverage(top, context);
 
     let c = b.sizer.coverage;
     let spent = format!(
@@ -286,6 +316,28 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     outcome.coverage.max_prompt_tokens = effective.unwrap_or(0);
     outcome.sweep = b.sweep;
     outcome.coverage.target_prompt_tokens = top;
+    if let Some(n) = &nodes {
+        if b.node_rounds > 0 {
+            b.sizer.notes.push(format!(
+                "{} pinned rounds spent at the top length to reach the vendor's nodes",
+                b.node_rounds
+            ));
+        }
+        // A pass states its node coverage; short of the target it is no pass.
+        match outcome.verdict {
+            Verdict::Pass if !n.suffices() => {
+                outcome.verdict = Verdict::Inconclusive;
+                outcome.summary = format!(
+                    "every prompt was handled as it must be, but not every node was shown to be: {}; {}",
+                    n.describe(),
+                    outcome.summary
+                );
+            }
+            Verdict::Pass => outcome.summary = format!("{}; {}", outcome.summary, n.describe()),
+            _ => {}
+        }
+    }
+    outcome.nodes = nodes;
     if !b.sizer.notes.is_empty() {
         outcome.summary = format!("{} (notes: {})", outcome.summary, b.sizer.notes.join("; "));
     }
@@ -293,6 +345,48 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
 }
 
 impl Search<'_> {
+    /// Where the profile has a `[fleet]`: pinned rounds at the top length until the
+    /// nodes are covered, a finding decides the case, or `node_rounds` are spent.
+    async fn cover_nodes(&mut self, top: u64, context: u64) -> Result<(), SessionError> {
+        while self.node_rounds < self.p.node_rounds {
+            let Some(coverage) = self.node_coverage(top, context) else { break };
+            // Coverage no round can make known (no node named, no count declared; or
+            // a node signal no answer has carried after two rounds) is not bought.
+            let blind = (coverage.signal.is_none() && coverage.declared.is_none())
+                || (coverage.signal.is_some() && coverage.answers.is_empty() && self.node_rounds >= 2);
+            if !self.findings.is_empty() || coverage.suffices() || blind {
+                break;
+            }
+            self.sizer.route = Some(format!(
+                "{:016x}",
+                self.ctx.session.secret().seed("boundary.route", self.ctx.case_id, self.node_rounds)
+            ));
+            let how = self.try_length(top).await;
+            self.sizer.route = None;
+            self.node_rounds += 1;
+            if how? == Processed::Unknown {
+                // A server error or no answer: more rounds would say no more.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Which nodes the prompts at the top length reached, where the profile has a
+    /// `[fleet]`: each node needs one (a node that mishandles the top length does so
+    /// every time), counted where the request served on that node just before it was
+    /// the other tenant's shorter seed.
+    fn node_coverage(&self, top: u64, context: u64) -> Option<crate::nodes::NodeCoverage> {
+        let fleet = self.ctx.session.profile().fleet.as_ref()?;
+        let at_top: std::collections::BTreeSet<u64> = self
+            .sweep
+            .iter()
+            .filter(|p| crate::nodes::at_the_top(p.tokens, top, context))
+            .map(|p| p.seq)
+            .collect();
+        Some(crate::nodes::NodeCoverage::of(fleet, &self.sizer.served, &at_top, 1))
+    }
+
     /// Halves down from the failed top to a length processed correctly, then bisects.
     async fn search(&mut self, short: u64, top: u64, context: u64) -> Result<Option<u64>, SessionError> {
         let step = ((self.p.resolution * context as f64) as u64).max(1);
@@ -343,21 +437,25 @@ impl Search<'_> {
             needle.statement()
         );
         let tail = format!("\n\n{}", needle.question());
-        let mut prompt = self.sizer.builder().build(tokens, &seed, &head, &[], &tail);
+        // A pinned prompt opens with its route's system message: the user's turn is
+        // shorter by it, so that the whole stays at the length aimed for.
+        let opening = self.sizer.opening_tokens();
+        let user_tokens = tokens.saturating_sub(opening).max(64);
+        let mut prompt = self.sizer.builder().build(user_tokens, &seed, &head, &[], &tail);
         // Sized by a ratio learnt on other text, a prompt the local tokenizer counts
         // over its length is built again, shorter by the excess: a length within the
         // context must be sent within it, or its refusal says nothing.
-        let mut aim = tokens;
+        let mut aim = user_tokens;
         for _ in 0..4 {
             match self.ctx.session.local_tokens(&prompt) {
-                Some(n) if n > tokens => {
-                    aim = aim.saturating_sub(n - tokens).max(64);
+                Some(n) if n > user_tokens => {
+                    aim = aim.saturating_sub(n - user_tokens).max(64);
                     prompt = self.sizer.builder().build(aim, &seed, &head, &[], &tail);
                 }
                 _ => break,
             }
         }
-        let sent_tokens = self.sizer.tokens_of(&prompt);
+        let sent_tokens = self.sizer.tokens_of(&prompt) + opening;
         let sent = self
             .sizer
             .send(&self.prober, prompt.clone(), self.p.max_tokens, false)

@@ -276,7 +276,8 @@ struct Run<'a> {
     /// Pairs spent at the top rung after the ladder.
     extra_spent: u32,
     /// Every answered request, in order: transcript line, tenant, and the node that
-    /// served it where the vendor named one (the profile's `fleet.node_header`), and
+    /// served it where the vendor named one (the profile's `[fleet]`: a header or a
+    /// field of the answer), and
     /// its prompt's length in characters (its messages joined by line breaks).
     served: Vec<(u64, String, Option<String>, usize)>,
     /// The routing key of the pair being sent: its prompts open with text drawn from
@@ -431,36 +432,8 @@ impl Run<'_> {
         let power = self.power();
         let top = power.bands.last();
         let top_exposed: BTreeSet<u64> = top.map(|b| b.exposed.iter().copied().collect()).unwrap_or_default();
-        let mut answers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        let mut exposures: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        // The tenant served last on each node, and its prompt's length.
-        let mut last: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
-        for (seq, tenant, node, chars) in &self.served {
-            let Some(node) = node else { continue };
-            answers.entry(node.clone()).or_default().push(*seq);
-            if top_exposed.contains(seq) && crate::nodes::counts(last.get(node.as_str()).copied(), tenant, *chars) {
-                exposures.entry(node.clone()).or_default().push(*seq);
-            }
-            last.insert(node, (tenant, *chars));
-        }
-        let signal = fleet.node_header.as_ref().map(|h| h.to_ascii_lowercase());
-        let total_exposures = top_exposed.len() as u64;
-        let unseen = match (&signal, fleet.nodes) {
-            (Some(_), _) if !answers.is_empty() => Some(crate::nodes::good_turing(answers.values())),
-            (Some(_), _) => None,
-            (None, Some(n)) => Some(1.0 - crate::nodes::all_reached(n, total_exposures)),
-            (None, None) => None,
-        };
-        Some(crate::nodes::NodeCoverage {
-            signal,
-            declared: fleet.nodes,
-            answers,
-            exposures,
-            total_exposures,
-            needed: crate::nodes::needed(top.map_or(0.0, |b| b.echo_low), self.p.min_power),
-            unseen,
-            max_unseen: fleet.max_unseen,
-        })
+        let needed = crate::nodes::needed(top.map_or(0.0, |b| b.echo_low), self.p.min_power);
+        Some(crate::nodes::NodeCoverage::of(fleet, &self.served, &top_exposed, needed))
     }
 
     /// The positive control so far: per rung, the echo and the exposures.
@@ -695,25 +668,13 @@ impl Run<'_> {
         }
     }
 
-    /// The system message a pinned pair's prompts open with: the same for both, drawn
-    /// from the pair's routing key, longer than the opening prefix-hash routers read
-    /// (about 256 tokens), so that both land on one node and the next pair elsewhere;
-    /// empty outside a pinned pair. A system message, so that the user's turn still
-    /// opens with the records it asks to be read back.
+    /// The system message a pinned pair's prompts open with (see
+    /// [`super::pinned_opening`]): a system message, so that the user's turn still
+    /// opens with the records it asks to be read back; empty outside a pinned pair.
     fn opening(&self) -> String {
-        let Some(route) = &self.route else {
-            return String::new();
-        };
-        let seed = u64::from_str_radix(route, 16).unwrap_or(0);
-        let filler = crate::prompt::Filler::plain(seed);
-        let mut text = self.builder.build(320, &filler, &format!("Session {route}. "), &[], "\n\n");
-        let mut end = text.len().min(1400);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("\n\n");
-        text
+        self.route
+            .as_ref()
+            .map_or_else(String::new, |route| super::pinned_opening(route, &self.builder))
     }
 
     /// Sends, records, and scans the answer for other tenants' canaries.
@@ -743,8 +704,9 @@ impl Run<'_> {
         // Answered requests only (a refused one wrote nothing; and a retried attempt
         // is in the transcript but not here, so `verify` counts the same).
         if ex.is_success() {
-            let header = self.session.profile().fleet.as_ref().and_then(|f| f.node_header.as_ref());
-            let node = header.and_then(|h| ex.headers.get(&h.to_ascii_lowercase()).cloned());
+            let node = self.session.profile().fleet.as_ref().and_then(|f| {
+                f.node_of(&ex.headers, ex.body.as_deref(), ex.frames.iter().map(|fr| fr.data.as_str()))
+            });
             let chars = request.messages.iter().map(|m| m.content.len()).sum::<usize>()
                 + request.messages.len().saturating_sub(1);
             self.served.push((sent.seq, tenant.to_owned(), node, chars));

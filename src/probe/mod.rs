@@ -373,6 +373,30 @@ pub(crate) struct Sizer<'a> {
     /// Remarks for the summary (implausible usage, refusals, …).
     pub notes: Vec<String>,
     prompts: u32,
+    /// While set, every request is pinned to one node of a fleet: it carries the
+    /// value as its affinity and opens with [`pinned_opening`] as a system message.
+    pub route: Option<String>,
+    /// Every answered request, in order: transcript line, tenant, the node that
+    /// served it where the profile's `[fleet]` says where answers name it, and its
+    /// messages' length in characters (joined by line breaks, as `verify` reads them).
+    pub served: Vec<(u64, String, Option<String>, usize)>,
+}
+
+/// The system message a pinned request opens with: drawn from the routing key
+/// `route` (16 hex digits), the same for every request of one route and longer than
+/// the opening prefix-hash routers read (about 256 tokens), so that the requests of a
+/// route land on one node and the next route's elsewhere.
+pub(crate) fn pinned_opening(route: &str, builder: &PromptBuilder) -> String {
+    let seed = u64::from_str_radix(route, 16).unwrap_or(0);
+    let filler = crate::prompt::Filler::plain(seed);
+    let mut text = builder.build(320, &filler, &format!("Session {route}. "), &[], "\n\n");
+    let mut end = text.len().min(1400);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str("\n\n");
+    text
 }
 
 impl<'a> Sizer<'a> {
@@ -385,6 +409,8 @@ impl<'a> Sizer<'a> {
             coverage: Coverage::default(),
             notes: Vec::new(),
             prompts: 0,
+            route: None,
+            served: Vec::new(),
         };
         let filler = sizer.filler(tenant);
         let sample = sizer.builder.build(256, &filler, "", &[], "");
@@ -468,11 +494,28 @@ impl<'a> Sizer<'a> {
         stream: bool,
         learn: bool,
     ) -> Result<Sent, SessionError> {
-        let request = ChatRequest {
+        let mut request = ChatRequest {
             stream,
+            affinity: self.route.clone(),
             ..ChatRequest::user(prompt, max_tokens)
         };
+        if let Some(route) = &self.route {
+            request.messages.insert(
+                0,
+                crate::adapter::Message {
+                    role: "system".into(),
+                    content: pinned_opening(route, &self.builder),
+                },
+            );
+        }
         self.send_request(tenant, &request, learn).await
+    }
+
+    /// Tokens a pinned request's opening adds (0 outside a route).
+    pub fn opening_tokens(&self) -> u64 {
+        self.route
+            .as_ref()
+            .map_or(0, |r| self.builder.tokens_for(pinned_opening(r, &self.builder).len()))
     }
 
     /// Sends `request` (one user message) as `tenant` and counts it; with `learn`, its
@@ -484,15 +527,31 @@ impl<'a> Sizer<'a> {
         learn: bool,
     ) -> Result<Sent, SessionError> {
         let sent = self.ctx.session.chat(self.ctx.case_id, tenant, request).await?;
-        let prompt = &request.messages[0].content;
+        let ex = &sent.exchange;
+        let chars =
+            request.messages.iter().map(|m| m.content.len()).sum::<usize>() + request.messages.len().saturating_sub(1);
+        if ex.is_success() {
+            let node = self.ctx.session.profile().fleet.as_ref().and_then(|f| {
+                f.node_of(
+                    &ex.headers,
+                    ex.body.as_deref(),
+                    ex.frames.iter().map(|fr| fr.data.as_str()),
+                )
+            });
+            self.served.push((sent.seq, tenant.to_owned(), node, chars));
+        }
         self.coverage.requests += 1;
-        self.coverage.prompt_tokens += self.tokens_of(prompt);
+        for m in &request.messages {
+            self.coverage.prompt_tokens += self.tokens_of(&m.content);
+        }
         if let Some(u) = sent.exchange.usage {
             self.coverage.completion_tokens += u.completion_tokens;
         }
         // Every prompt refines the ratio: long prompts count the template's overhead
-        // less, and prose varies. Implausible counts are ignored.
-        if learn {
+        // less, and prose varies. Implausible counts are ignored. A pinned request's
+        // count includes its opening, so it teaches nothing.
+        let prompt = &request.messages[request.messages.len() - 1].content;
+        if learn && request.messages.len() == 1 {
             match (self.ctx.session.local_tokens(prompt), sent.exchange.usage) {
                 (Some(n), _) => {
                     self.builder.learn(prompt.len(), n);

@@ -1,7 +1,7 @@
 //! Every node of a fleet: the reference vendor as eight nodes behind a router, the
 //! fault on one of them, and the profile's `[fleet]` telling the suite where the node
-//! shows. `isolation.canary-residue` must fail on the bad node or be inconclusive with
-//! its coverage; it never passes while a node went unreached.
+//! shows. `isolation.canary-residue` and `context.boundary` must fail on the bad node
+//! or be inconclusive with their coverage; neither passes while a node went unreached.
 
 use crate::common::{Sim, TempDir, resigned, run_exact, transcript_exchanges, verified};
 use tenantcheck::outcome::{FindingCode, Verdict};
@@ -17,16 +17,26 @@ fn isolation(
     flags: &[&str],
     fleet: &str,
 ) -> (Run, std::collections::BTreeMap<u64, serde_json::Value>, CaseReport) {
+    case_on_fleet(CASE, tag, flags, fleet)
+}
+
+/// Runs `case` against a sim with `flags`, the profile given `fleet` as its `[fleet]`.
+fn case_on_fleet(
+    case: &str,
+    tag: &str,
+    flags: &[&str],
+    fleet: &str,
+) -> (Run, std::collections::BTreeMap<u64, serde_json::Value>, CaseReport) {
     let tmp = TempDir::new(tag);
     let sim = Sim::start("fleet-key-a-1", "fleet-key-b-1", flags);
     let profile = sim.profile(tmp.path());
     let text = std::fs::read_to_string(&profile).unwrap();
     std::fs::write(&profile, format!("{text}\n[fleet]\n{fleet}\n")).unwrap();
     let run_dir = tmp.path().join("run");
-    let (code, stdout, stderr) = run_exact(&profile, &run_dir, CASE, "fleet-key-a-1", "fleet-key-b-1");
+    let (code, stdout, stderr) = run_exact(&profile, &run_dir, case, "fleet-key-a-1", "fleet-key-b-1");
     assert!(matches!(code, Some(0 | 1 | 3)), "{code:?}\n{stdout}\n{stderr}");
     let report = verified(&run_dir);
-    let case = report.cases.iter().find(|c| c.id == CASE).unwrap().clone();
+    let case = report.cases.iter().find(|c| c.id == case).unwrap().clone();
     let exchanges = transcript_exchanges(&run_dir);
     (
         Run {
@@ -190,6 +200,145 @@ fn without_a_node_signal_coverage_is_estimated_from_the_declared_count_or_unknow
 
 /// The isolation case's node coverage in a report, to change.
 fn nodes_of(r: &mut tenantcheck::report::Report) -> &mut tenantcheck::nodes::NodeCoverage {
-    let case = r.cases.iter_mut().find(|c| c.id == CASE).unwrap();
+    nodes_of_case(r, CASE)
+}
+
+/// A case's node coverage in a report, to change.
+fn nodes_of_case<'a>(r: &'a mut tenantcheck::report::Report, id: &str) -> &'a mut tenantcheck::nodes::NodeCoverage {
+    let case = r.cases.iter_mut().find(|c| c.id == id).unwrap();
     case.outcome.nodes.as_mut().unwrap()
+}
+
+/// The node named in a field of the answer (`system_fingerprint`, as a vendor whose
+/// fingerprint differs per replica), not in a header: the bad node is found there, a
+/// healthy fleet passes only with every node covered, and `verify` derives the coverage
+/// from the field again.
+#[test]
+fn a_node_named_in_the_answers_fingerprint_is_covered_as_a_header_is() {
+    let field = "node_field = \"/system_fingerprint\"";
+    let base = [
+        "--nodes",
+        "8",
+        "--routing",
+        "prefix-hash",
+        "--node-header",
+        "none",
+        "--node-fingerprint",
+    ];
+    let bad: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--bad-nodes", "1", "--fault", "stale-pages"])
+        .collect();
+    let (_run, exchanges, case) = isolation("fleet-field-bad", &bad, field);
+    assert_eq!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+    let leak = case
+        .outcome
+        .findings
+        .iter()
+        .find_map(|f| f.leak.as_ref())
+        .expect("a leak");
+    // In the body, or in a streamed answer's frames.
+    let returned = &exchanges[&leak.returned_in]["exchange"];
+    let texts = returned["body"].as_str().into_iter().chain(
+        returned["frames"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["data"].as_str()),
+    );
+    let named = texts
+        .filter_map(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        .find_map(|v| v["system_fingerprint"].as_str().map(str::to_owned));
+    assert_eq!(named.as_deref(), Some("fp_node0"), "{returned}");
+    assert!(returned["headers"]["x-served-by"].is_null());
+
+    let (run, _, case) = isolation("fleet-field-healthy", &base, field);
+    assert_eq!(case.outcome.verdict, Verdict::Pass, "{}", case.outcome.summary);
+    let nodes = case.outcome.nodes.as_ref().expect("the coverage is reported");
+    assert_eq!(nodes.signal.as_deref(), Some("body /system_fingerprint"));
+    assert_eq!(nodes.answers.len(), 8, "{}", nodes.describe());
+    assert!(
+        case.outcome
+            .summary
+            .contains("nodes by the answer's field /system_fingerprint: 8 seen"),
+        "{}",
+        case.outcome.summary
+    );
+    let err = resigned(&run.dir, |r| {
+        let nodes = nodes_of(r);
+        let first = nodes.answers.keys().next().unwrap().clone();
+        nodes.answers.remove(&first);
+    })
+    .unwrap_err();
+    assert!(err.contains("node coverage is not what the transcript shows"), "{err}");
+}
+
+/// The boundary's long prompts over a fleet: pinned rounds at the top length (the other
+/// tenant's seed, then the prompt, on one node) until every node seen had one after a
+/// seed; the bad node is found, and a healthy fleet is never passed short of coverage.
+#[test]
+fn the_boundary_reaches_every_node_with_its_top_length() {
+    const BOUNDARY: &str = "context.boundary";
+    let header = "node_header = \"x-served-by\"";
+    let fleet = ["--nodes", "8", "--routing", "prefix-hash"];
+    let bad: Vec<&str> = fleet
+        .iter()
+        .copied()
+        .chain(["--bad-nodes", "1", "--fault", "stale-pages"])
+        .collect();
+    let (_run, exchanges, case) = case_on_fleet(BOUNDARY, "fleet-boundary-bad", &bad, header);
+    assert_eq!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+    // The finding names an answer of the bad node.
+    let seq: u64 = case.outcome.findings[0]
+        .message
+        .split("(transcript #")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", case.outcome.findings[0].message));
+    assert_eq!(exchanges[&seq]["exchange"]["headers"]["x-served-by"], "node-0");
+
+    let (run, exchanges, case) = case_on_fleet(BOUNDARY, "fleet-boundary-healthy", &fleet, header);
+    let nodes = case.outcome.nodes.as_ref().expect("the coverage is reported");
+    // Pass only with the coverage; else inconclusive, saying so.
+    assert_eq!(
+        case.outcome.verdict == Verdict::Pass,
+        nodes.suffices(),
+        "{}",
+        case.outcome.summary
+    );
+    assert_ne!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+    if case.outcome.verdict == Verdict::Inconclusive {
+        assert!(
+            case.outcome.summary.contains("not every node"),
+            "{}",
+            case.outcome.summary
+        );
+    }
+    // Each round's seed and prompt carried one affinity value and met on one node.
+    let mut by_opening: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for l in exchanges.values() {
+        let request = &l["exchange"]["request"]["body"];
+        if let Some(system) = request["messages"][0]["content"]
+            .as_str()
+            .filter(|_| request["messages"][0]["role"] == "system")
+        {
+            let node = l["exchange"]["headers"]["x-served-by"]
+                .as_str()
+                .unwrap_or("-")
+                .to_owned();
+            by_opening.entry(system[..40].to_owned()).or_default().insert(node);
+        }
+    }
+    assert!(by_opening.len() >= 8, "{} pinned rounds", by_opening.len());
+    assert!(by_opening.values().all(|n| n.len() == 1), "{by_opening:?}");
+    // verify derives the coverage again: a claimed exposure that is not there is refused.
+    let err = resigned(&run.dir, |r| {
+        let nodes = nodes_of_case(r, BOUNDARY);
+        let first = nodes.answers.keys().next().unwrap().clone();
+        nodes.exposures.entry(first).or_default().push(2);
+    })
+    .unwrap_err();
+    assert!(err.contains("node coverage is not what the transcript shows"), "{err}");
 }

@@ -2,9 +2,10 @@
 //!
 //! A hosted model is many replicas behind a router; a misconfigured one among many is
 //! what a short test misses. Where the vendor names the serving node (a response
-//! header), every answer says where it was served, and the chance that some node
-//! serving the model was never seen is estimated by Good–Turing: the share of answers
-//! whose node was seen exactly once (`f1 / n`). Where it does not, but declares how many
+//! header or a field of the answer), every answer says where it was served, and the
+//! chance that some node serving the model was never seen is estimated by Good–Turing:
+//! the share of the long prompts whose node got exactly one of them (`f1 / n`; a long
+//! prompt is one draw of the router, its pinned seed is not another). Where it does not, but declares how many
 //! nodes it runs, the report gives the chance that uniform routing left one of them
 //! without a long prompt (inclusion–exclusion over the declared count). Where it does
 //! neither, coverage is unknown and the case treats the vendor as one node, saying so.
@@ -16,7 +17,8 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeCoverage {
-    /// The response header that named the serving node (lowercase); none: not named.
+    /// Where answers named the serving node: the response header (lowercase), or
+    /// `body` and the field's JSON Pointer (`body /system_fingerprint`); none: not named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
     /// The nodes the profile declares, if it does.
@@ -43,6 +45,57 @@ pub struct NodeCoverage {
 }
 
 impl NodeCoverage {
+    /// The coverage of a case: `served` lists its answered requests in order
+    /// (transcript line, tenant, the node named, the messages' length in characters),
+    /// `exposed` the lines of its long prompts, and each node needs `needed` exposures.
+    /// One rule for the run and for `verify`.
+    pub fn of(
+        fleet: &crate::profile::FleetSpec,
+        served: &[(u64, String, Option<String>, usize)],
+        exposed: &std::collections::BTreeSet<u64>,
+        needed: u32,
+    ) -> NodeCoverage {
+        let signal = fleet.signal();
+        let mut answers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut exposures: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        // The tenant served last on each node, and its prompt's length.
+        let mut last: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
+        if signal.is_some() {
+            for (seq, tenant, node, chars) in served {
+                let Some(node) = node else { continue };
+                answers.entry(node.clone()).or_default().push(*seq);
+                if exposed.contains(seq) && counts(last.get(node.as_str()).copied(), tenant, *chars) {
+                    exposures.entry(node.clone()).or_default().push(*seq);
+                }
+                last.insert(node, (tenant, *chars));
+            }
+        }
+        let total_exposures = exposed.len() as u64;
+        // Good–Turing counts draws of the router: each long prompt is one (its
+        // pinned seed went where it went by construction, so counting both would
+        // see every node at least twice and the unseen share would always be 0).
+        let draws: Vec<Vec<u64>> = answers
+            .values()
+            .map(|seqs| seqs.iter().copied().filter(|s| exposed.contains(s)).collect())
+            .collect();
+        let unseen = match (&signal, fleet.nodes) {
+            (Some(_), _) if !answers.is_empty() => Some(good_turing(&draws)),
+            (Some(_), _) => None,
+            (None, Some(n)) => Some(1.0 - all_reached(n, total_exposures)),
+            (None, None) => None,
+        };
+        NodeCoverage {
+            signal,
+            declared: fleet.nodes,
+            answers,
+            exposures,
+            total_exposures,
+            needed,
+            unseen,
+            max_unseen: fleet.max_unseen,
+        }
+    }
+
     /// Whether the case reached every node it must have: the unseen chance is known
     /// and at most the target, and every node seen had the exposures it needs.
     pub fn suffices(&self) -> bool {
@@ -67,13 +120,17 @@ impl NodeCoverage {
         };
         match &self.signal {
             Some(signal) => {
+                let by = match signal.strip_prefix("body ") {
+                    Some(field) => format!("the answer's field {field}"),
+                    None => format!("the response header {signal}"),
+                };
                 let per: Vec<String> = self
                     .answers
                     .keys()
                     .map(|n| format!("{n} {}", self.exposures_on(n)))
                     .collect();
                 format!(
-                    "nodes by the response header {signal}: {} seen, exposures per node {} (each needs {}); chance of an unseen node {unseen} (Good-Turing; at most {})",
+                    "nodes by {by}: {} seen, exposures per node {} (each needs {}); chance of an unseen node {unseen} (Good-Turing; at most {})",
                     self.answers.len(),
                     per.join(", "),
                     self.needed,
@@ -89,6 +146,13 @@ impl NodeCoverage {
             },
         }
     }
+}
+
+/// Whether a prompt of `tokens` is one of `context.boundary`'s long prompts: within the
+/// context, and within a tenth of the top length it aims for (the top itself, or a
+/// length its search tried near it).
+pub fn at_the_top(tokens: u64, top: u64, context: u64) -> bool {
+    tokens <= context && tokens * 10 >= top * 9
 }
 
 /// Whether a long prompt of `tenant` (`chars` long) is an exposure on its node, given

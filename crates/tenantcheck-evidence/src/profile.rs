@@ -8,6 +8,7 @@
 //! the credentials, belong to the program that runs the suite (`tenantcheck::vendor`).
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A vendor profile, as written in `vendors/*.toml`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -97,6 +98,11 @@ pub struct FleetSpec {
     /// the reference vendor's `x-served-by`); none: the vendor does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_header: Option<String>,
+    /// Instead of a header: the field of the answer's JSON that names the serving node,
+    /// as a JSON Pointer (`/system_fingerprint` where a vendor's fingerprint differs
+    /// per node, `/meta/node`); in a stream, the first frame that has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_field: Option<String>,
     /// The nodes the vendor declares for this model: without a node header, the report
     /// gives the chance that every one of them got a long prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,6 +121,42 @@ pub struct FleetSpec {
 
 fn default_max_unseen() -> f64 {
     0.01
+}
+
+impl FleetSpec {
+    /// Where answers name their node, as a report records it: the header's name
+    /// (lowercase), or `body ` and the field's JSON Pointer; `None`: nowhere.
+    pub fn signal(&self) -> Option<String> {
+        match (&self.node_header, &self.node_field) {
+            (Some(h), _) => Some(h.to_ascii_lowercase()),
+            (None, Some(f)) => Some(format!("body {f}")),
+            (None, None) => None,
+        }
+    }
+
+    /// The node an answer names: the header's value among the kept `headers`, or the
+    /// field in the JSON `body`, or in the first of the stream's `frames` (their data)
+    /// that has it. A number is named by its digits.
+    pub fn node_of<'a>(
+        &self,
+        headers: &BTreeMap<String, String>,
+        body: Option<&str>,
+        frames: impl IntoIterator<Item = &'a str>,
+    ) -> Option<String> {
+        if let Some(h) = &self.node_header {
+            return headers.get(&h.to_ascii_lowercase()).cloned();
+        }
+        let pointer = self.node_field.as_deref()?;
+        let named = |text: &str| {
+            let value: serde_json::Value = serde_json::from_str(text).ok()?;
+            match value.pointer(pointer)? {
+                serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            }
+        };
+        body.and_then(named).or_else(|| frames.into_iter().find_map(named))
+    }
 }
 
 /// A vendor's prices.

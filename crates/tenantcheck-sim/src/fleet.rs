@@ -47,6 +47,9 @@ pub struct Fleet {
     pub routing: Routing,
     /// The response header that names the serving node; `None`: not named.
     pub node_header: Option<String>,
+    /// Each node names itself in its answers' `system_fingerprint` (`fp_node0`, ...),
+    /// as a vendor whose fingerprint differs per replica does.
+    pub node_fingerprint: bool,
     /// The request header whose value pins a session to a node (with
     /// [`Routing::Affinity`]).
     pub affinity_header: String,
@@ -59,6 +62,7 @@ impl Default for Fleet {
             bad_nodes: None,
             routing: Routing::Random,
             node_header: Some("x-served-by".into()),
+            node_fingerprint: false,
             affinity_header: "x-session-affinity".into(),
         }
     }
@@ -81,6 +85,9 @@ pub(crate) fn router(config: SimConfig, fleet: &Fleet) -> Router {
             let mut node = config.clone();
             node.fleet = None;
             node.chaos = None;
+            if fleet.node_fingerprint {
+                node.system_fingerprint = Some(format!("fp_node{i}"));
+            }
             if i >= bad {
                 node.faults.clear();
             }

@@ -243,6 +243,9 @@ pub struct SimConfig {
     pub redirect_to: Option<String>,
     /// Many nodes behind a router, the faults on some of them; `None`: one node.
     pub fleet: Option<Fleet>,
+    /// Put in every chat completion and chunk as `system_fingerprint` (OpenAI's
+    /// field); a fleet with [`Fleet::node_fingerprint`] gives each node its own.
+    pub system_fingerprint: Option<String>,
 }
 
 impl SimConfig {
@@ -273,6 +276,7 @@ impl SimConfig {
             background_tenant: false,
             chaos: None,
             redirect_to: None,
+            system_fingerprint: None,
             fleet: None,
         }
     }

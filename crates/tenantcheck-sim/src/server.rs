@@ -33,6 +33,8 @@ struct Sim {
     truncate_to: usize,
     /// Whether answers say how many prompt tokens came from the cache.
     cache_counter: bool,
+    /// `system_fingerprint` in every chat completion and chunk, if any.
+    fingerprint: Option<String>,
     /// API key → tenant label.
     keys: HashMap<String, String>,
     /// Requests being served, by id, as `GET /slots` shows them.
@@ -72,6 +74,7 @@ pub(super) fn router(config: SimConfig) -> Router {
         faults: config.faults.clone(),
         truncate_to: config.truncate_to(),
         cache_counter: !config.no_cache_counter,
+        fingerprint: config.system_fingerprint.clone(),
         model: config.model,
         context: config.context,
         keys: config
@@ -343,6 +346,7 @@ impl Sim {
                 id: id.clone(),
                 created,
                 model: self.model.clone(),
+                fingerprint: self.fingerprint.clone(),
             };
             // A broken stream stops after half its own tokens.
             let own_tokens = tokenizer::count(&reply.text);
@@ -366,7 +370,7 @@ impl Sim {
             );
             Sse::new(events).into_response()
         } else {
-            axum::Json(json!({
+            let mut body = json!({
                 "id": id, "object": "chat.completion", "created": created, "model": self.model,
                 "choices": [{
                     "index": 0,
@@ -374,8 +378,11 @@ impl Sim {
                     "finish_reason": reply.finish_reason,
                 }],
                 "usage": usage,
-            }))
-            .into_response()
+            });
+            if let Some(fp) = &self.fingerprint {
+                body["system_fingerprint"] = json!(fp);
+            }
+            axum::Json(body).into_response()
         };
         if let Ok(v) = header::HeaderValue::from_str(&id) {
             response.headers_mut().insert("x-request-id", v);
@@ -389,14 +396,24 @@ struct Chunks {
     id: String,
     created: u64,
     model: String,
+    fingerprint: Option<String>,
 }
 
 impl Chunks {
     fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
-        json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
-        })
+        self.with_shared(json!({ "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] }))
+    }
+
+    /// `fields` with what every chunk carries: id, object, time, model, fingerprint.
+    fn with_shared(&self, mut fields: Value) -> Value {
+        fields["id"] = json!(self.id);
+        fields["object"] = json!("chat.completion.chunk");
+        fields["created"] = json!(self.created);
+        fields["model"] = json!(self.model);
+        if let Some(fp) = &self.fingerprint {
+            fields["system_fingerprint"] = json!(fp);
+        }
+        fields
     }
 }
 
@@ -457,12 +474,10 @@ impl Streaming {
                 Phase::Usage => {
                     self.phase = Phase::Done;
                     match self.usage.take() {
-                        Some(usage) => json!({
-                            "id": self.chunks.id, "object": "chat.completion.chunk",
-                            "created": self.chunks.created, "model": self.chunks.model,
-                            "choices": [], "usage": usage,
-                        })
-                        .to_string(),
+                        Some(usage) => self
+                            .chunks
+                            .with_shared(json!({ "choices": [], "usage": usage }))
+                            .to_string(),
                         None => continue,
                     }
                 }

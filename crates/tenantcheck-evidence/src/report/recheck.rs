@@ -26,7 +26,7 @@
 //!   the same tenant's previous control answer), the bounds and the power are computed
 //!   again, and a pass must have the power it needs;
 //! - **nodes**: a case's node coverage is derived again from the node each of its
-//!   answers names under the profile's `fleet.node_header`, the exposures that count on
+//!   answers names where the profile's `[fleet]` says (a header or a body field), the exposures that count on
 //!   each, the unseen chance and the exposures each node needs; a pass must have it;
 //! - **timing**: every time a timing level reports is the `total_ms` of the exchange it
 //!   names, sent by the level's attacker within the case; the sequential test is
@@ -131,7 +131,13 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 prompt,
                 content: ex.content.clone(),
                 answered: ex.is_success(),
-                headers: ex.headers.clone(),
+                node: report.vendor.profile.fleet.as_ref().and_then(|f| {
+                    f.node_of(
+                        &ex.headers,
+                        ex.body.as_deref(),
+                        ex.frames.iter().map(|fr| fr.data.as_str()),
+                    )
+                }),
             },
         );
         for hit in scanner.scan(&ex.returned_text(), tenant) {
@@ -348,8 +354,8 @@ struct Answer {
     content: String,
     /// Whether the vendor answered 2xx.
     answered: bool,
-    /// The response headers kept.
-    headers: BTreeMap<String, String>,
+    /// The node it names, where the profile's `[fleet]` says where to read it.
+    node: Option<String>,
 }
 
 /// Re-derives a case's node coverage from the transcript: the node each of its
@@ -363,57 +369,50 @@ fn recheck_nodes(
     nodes: &crate::nodes::NodeCoverage,
     answers: &BTreeMap<u64, Answer>,
 ) -> Result<(), VerifyError> {
-    use crate::nodes::{all_reached, good_turing, needed};
     let fleet = report
         .vendor
         .profile
         .fleet
         .as_ref()
         .ok_or_else(|| bad(&c.id, "reports node coverage, but the profile has no [fleet]".into()))?;
-    let header = fleet.node_header.as_ref().map(|h| h.to_ascii_lowercase());
-    if nodes.signal != header || nodes.declared != fleet.nodes || nodes.max_unseen != fleet.max_unseen {
+    if nodes.signal != fleet.signal() || nodes.declared != fleet.nodes || nodes.max_unseen != fleet.max_unseen {
         return Err(bad(
             &c.id,
             "its node coverage does not follow the profile's [fleet]".into(),
         ));
     }
-    let power = c
-        .outcome
-        .power
-        .as_ref()
-        .ok_or_else(|| bad(&c.id, "reports node coverage without the power it rests on".into()))?;
-    let top = power.bands.last();
-    let exposed: BTreeSet<u64> = top.map(|b| b.exposed.iter().copied().collect()).unwrap_or_default();
-    let mut per_node: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut counted: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    if let Some(h) = &header {
-        let mut last: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
-        for (seq, a) in answers.iter().filter(|(_, a)| a.case == c.id && a.answered) {
-            let Some(node) = a.headers.get(h) else { continue };
-            per_node.entry(node.clone()).or_default().push(*seq);
-            let chars = a.prompt.len();
-            if exposed.contains(seq) && crate::nodes::counts(last.get(node.as_str()).copied(), &a.tenant, chars) {
-                counted.entry(node.clone()).or_default().push(*seq);
-            }
-            last.insert(node, (&a.tenant, chars));
-        }
-    }
-    let unseen = match (&header, fleet.nodes) {
-        (Some(_), _) if !per_node.is_empty() => Some(good_turing(per_node.values())),
-        (Some(_), _) => None,
-        (None, Some(n)) => Some(1.0 - all_reached(n, exposed.len() as u64)),
-        (None, None) => None,
+    // The long prompts and what each node needs: the top band's exposures and the
+    // power's rule for the isolation case; the prompts at the top length, one each,
+    // for the boundary case (a node that mishandles that length does so every time).
+    let (exposed, needed): (BTreeSet<u64>, u32) = if c.probe == "context.boundary" {
+        let top = c.outcome.coverage.target_prompt_tokens;
+        let context = report.vendor.profile.context_window;
+        let exposed = c
+            .outcome
+            .sweep
+            .iter()
+            .filter(|p| crate::nodes::at_the_top(p.tokens, top, context))
+            .map(|p| p.seq)
+            .collect();
+        (exposed, 1)
+    } else {
+        let power = c
+            .outcome
+            .power
+            .as_ref()
+            .ok_or_else(|| bad(&c.id, "reports node coverage without the power it rests on".into()))?;
+        let top = power.bands.last();
+        (
+            top.map(|b| b.exposed.iter().copied().collect()).unwrap_or_default(),
+            crate::nodes::needed(top.map_or(0.0, |b| b.echo_low), power.min_power),
+        )
     };
-    let again = crate::nodes::NodeCoverage {
-        signal: header,
-        declared: fleet.nodes,
-        answers: per_node,
-        exposures: counted,
-        total_exposures: exposed.len() as u64,
-        needed: needed(top.map_or(0.0, |b| b.echo_low), power.min_power),
-        unseen,
-        max_unseen: fleet.max_unseen,
-    };
+    let served: Vec<(u64, String, Option<String>, usize)> = answers
+        .iter()
+        .filter(|(_, a)| a.case == c.id && a.answered)
+        .map(|(seq, a)| (*seq, a.tenant.clone(), a.node.clone(), a.prompt.len()))
+        .collect();
+    let again = crate::nodes::NodeCoverage::of(fleet, &served, &exposed, needed);
     if &again != nodes {
         return Err(bad(
             &c.id,
