@@ -93,6 +93,27 @@ fn previous_report(path: &Path) -> Result<crate::report::PreviousReport, Harness
     })
 }
 
+/// The cases a run selects, when not all of the suite's: by the filter and skips (as
+/// libtest-mimic selects trials) and the share.
+fn selection(
+    suite: &crate::suite::Suite,
+    partition: Option<crate::shard::Partition>,
+    trials: &Arguments,
+) -> Option<crate::report::Selection> {
+    let selected = suite
+        .cases
+        .iter()
+        .enumerate()
+        .filter(|(position, c)| partition.is_none_or(|p| p.owns(*position)) && crate::plan::selected(trials, &c.id))
+        .count();
+    (selected < suite.cases.len()).then(|| crate::report::Selection {
+        filter: trials.filter.clone(),
+        exact: trials.exact,
+        skip: trials.skip.clone(),
+        selected: selected as u32,
+    })
+}
+
 /// A run that could not judge the vendor.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -558,6 +579,10 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         resumed_at,
         previous: previous.or_else(|| resumed.as_ref().and_then(|r| r.report.previous.clone())),
         partition,
+        selection: match &resumed {
+            Some(r) => r.report.selection.clone(),
+            None => selection(&suite, partition, &opts.trials),
+        },
     };
     report.tally();
     let report = redact_report(&report, &redactor);
@@ -862,7 +887,7 @@ pub fn print_summary(
         "sent:       {} requests, {} prompt tokens (estimated), {} completion tokens at most, up to ${:.4} at the profile's prices",
         spent.requests, spent.prompt_tokens, spent.completion_tokens, spent.usd
     )?;
-    writeln!(out, "verdict:    {} ({})", report.verdict.label(), report.totals)?;
+    writeln!(out, "verdict:    {}", report.verdict_line())?;
     if let Some(r) = &report.refused {
         writeln!(
             out,

@@ -625,11 +625,10 @@ fn verify_bundle(path: &Path, bytes: &[u8], key_path: Option<&Path>, challenge: 
         Ok(b) => {
             let r = b.report.report();
             say!(
-                "verified: bundle {} signed by {}: verdict {} ({})",
+                "verified: bundle {} signed by {}: verdict {}",
                 path.display(),
                 b.report.key_id(),
-                r.verdict.label(),
-                r.totals
+                r.verdict_line()
             );
             exit::SUCCESS
         }
@@ -854,11 +853,10 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
             }
             let r = verified.report();
             say!(
-                "verified: {} signed by {}: verdict {} ({})",
+                "verified: {} signed by {}: verdict {}",
                 envelope.display(),
                 verified.key_id(),
-                r.verdict.label(),
-                r.totals
+                r.verdict_line()
             );
             exit::SUCCESS
         }

@@ -149,7 +149,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
 }
 
 /// Whether libtest-mimic's filter arguments select case `id` (as they select trials).
-fn selected(args: &libtest_mimic::Arguments, id: &str) -> bool {
+pub(crate) fn selected(args: &libtest_mimic::Arguments, id: &str) -> bool {
     let matches = |pattern: &str| {
         if args.exact {
             id == pattern

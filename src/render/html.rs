@@ -53,6 +53,13 @@ pub fn html(report: &Report, key_id: &str, transcript: Option<&[u8]>) -> String 
         verdict.label(),
         report.totals
     );
+    if let Some(words) = report.selection_in_words() {
+        let _ = writeln!(
+            h,
+            "<p id=\"selection\"><strong>Over a selection: {}; not a verdict on the whole suite.</strong></p>",
+            escape(&words)
+        );
+    }
     let p = &report.vendor.profile;
     let _ = writeln!(
         h,

@@ -60,6 +60,13 @@ pub(crate) fn incomplete(report: &Report) -> Option<String> {
 pub fn markdown(report: &Report, key_id: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### tenantcheck: {} — {}\n", report.verdict.label(), report.totals);
+    if let Some(words) = report.selection_in_words() {
+        let _ = writeln!(
+            out,
+            "**Over a selection: {}; not a verdict on the whole suite.**\n",
+            md(&words)
+        );
+    }
     let p = &report.vendor.profile;
     let _ = writeln!(
         out,

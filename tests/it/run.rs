@@ -1301,3 +1301,57 @@ fn diff_shows_a_regression_between_chained_reports_and_exits_one() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--previous") && stderr.contains("not JSON"), "{stderr}");
 }
+
+/// A run of some of the suite's cases says so wherever its verdict is shown: the run's
+/// last lines, `verify`, the Markdown and the HTML; the report records the selection.
+#[test]
+fn a_filtered_run_never_shows_a_bare_pass() {
+    let tmp = TempDir::new("selection");
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) =
+        output(
+            tenantcheck()
+                .args(["run", "--out"])
+                .arg(&run_dir)
+                .args(["usage", "--skip", "nothing-matches"]),
+        );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let says = "over a selection: 1 of the suite's";
+    assert!(
+        stdout.lines().any(|l| l.starts_with("verdict:") && l.contains(says)),
+        "{stdout}"
+    );
+    let report = verified(&run_dir);
+    let selection = report.selection.as_ref().expect("the selection is recorded");
+    assert_eq!(selection.filter.as_deref(), Some("usage"));
+    assert_eq!(selection.skip, ["nothing-matches"]);
+    assert_eq!(selection.selected, 1);
+    let (code, stdout, _) = output(
+        tenantcheck()
+            .arg("verify")
+            .arg(run_dir.join(report::ENVELOPE_FILE))
+            .arg("--key")
+            .arg(run_dir.join(key::PUBLIC_KEY_FILE)),
+    );
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.lines().any(|l| l.starts_with("verified:") && l.contains(says)),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(run_dir.join(report::MARKDOWN_FILE)).unwrap();
+    assert!(md.contains("**Over a selection: 1 of the suite"), "{md}");
+    let html = std::fs::read_to_string(run_dir.join(report::HTML_FILE)).unwrap();
+    assert!(html.contains("id=\"selection\""), "the HTML page says so too");
+
+    // The whole suite selected: no selection, a plain verdict.
+    let whole = tmp.path().join("whole");
+    let (code, stdout, _) = output(
+        tenantcheck()
+            .args(["run", "--out"])
+            .arg(&whole)
+            .args(["--skip", "nothing-matches"]),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(verified(&whole).selection.is_none());
+    assert!(!stdout.contains("over a selection"), "{stdout}");
+}

@@ -105,6 +105,29 @@ pub struct Report {
     /// reports into one signed summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<crate::shard::Partition>,
+    /// Set when the run selected only some of the suite's cases (a filter, `--skip`, a
+    /// share of a partition): the others are `skipped`, and the verdict speaks for the
+    /// selection alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+}
+
+/// The cases a run selected, when not all of the suite's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Selection {
+    /// The filter given (`run FILTER`): a part of a case id, or with `exact` the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// Whether the filter (and the skips) name whole ids (`--exact`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
+    /// The `--skip` filters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<String>,
+    /// How many of the suite's cases were selected.
+    pub selected: u32,
 }
 
 /// The report a run follows.
@@ -276,6 +299,40 @@ impl std::fmt::Display for Totals {
 }
 
 impl Report {
+    /// The verdict with its counts and, when the run selected only some of the suite's
+    /// cases, which: a filtered run's pass is never shown as a bare PASS.
+    pub fn verdict_line(&self) -> String {
+        match self.selection_in_words() {
+            Some(words) => format!(
+                "{} ({}) over a selection: {words}; not a verdict on the whole suite",
+                self.verdict.label(),
+                self.totals
+            ),
+            None => format!("{} ({})", self.verdict.label(), self.totals),
+        }
+    }
+
+    /// `1 of the suite's 14 cases (filter "usage")`, when the run selected only some.
+    pub fn selection_in_words(&self) -> Option<String> {
+        let s = self.selection.as_ref()?;
+        let mut how = Vec::new();
+        if let Some(f) = &s.filter {
+            how.push(format!("filter {f:?}{}", if s.exact { " --exact" } else { "" }));
+        }
+        if !s.skip.is_empty() {
+            how.push(format!("--skip {}", s.skip.join(", ")));
+        }
+        if let Some(p) = self.partition {
+            how.push(format!("share {p}"));
+        }
+        Some(format!(
+            "{} of the suite's {} cases ({})",
+            s.selected,
+            self.cases.len(),
+            how.join("; ")
+        ))
+    }
+
     /// Counts verdicts and sets `totals` and `verdict` from `cases`.
     pub fn tally(&mut self) {
         (self.totals, self.verdict) = tally(self.cases.iter().map(|c| c.outcome.verdict));
@@ -548,6 +605,7 @@ pub enum VerifyError {
 ///     resumed_at: vec![],
 ///     previous: None,
 ///     partition: None,
+///     selection: None,
 /// };
 /// let signing_key = key::generate();
 /// let envelope = serde_json::to_vec(&report.sign(&signing_key)).unwrap();
