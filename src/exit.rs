@@ -11,7 +11,9 @@
 //! | 130 | [`INTERRUPTED`] | interrupted (SIGINT, SIGTERM) before every case finished, none failed: the report is marked incomplete; `run --resume DIR` continues it |
 //!
 //! `tenantcheck verify` exits [`SUCCESS`] when every check holds, [`FAILED`] when one
-//! does not, and [`SETUP_ERROR`] when its inputs cannot be read. `tenantcheck diff`
+//! does not, [`POLICY_UNMET`] when the report verifies but a requirement of the policy
+//! given with `--policy` is unmet, and [`SETUP_ERROR`] when its inputs (the policy
+//! included) cannot be read. `tenantcheck diff`
 //! exits [`SUCCESS`] when no case regressed, [`FAILED`] when one did or a report does
 //! not verify, and [`SETUP_ERROR`] when its inputs cannot be read. `tenantcheck merge`
 //! exits with the merged verdict as `run` does ([`SUCCESS`], [`FAILED`],
@@ -26,6 +28,9 @@ pub const FAILED: u8 = 1;
 /// Usage, profile, suite or harness error, or a key the vendor refused after the
 /// credential check: the run could not judge the vendor.
 pub const SETUP_ERROR: u8 = 2;
+/// `verify --policy`: the report verifies, but at least one requirement of the buyer's
+/// policy is unmet.
+pub const POLICY_UNMET: u8 = 4;
 /// No case failed, but at least one could not reach its condition.
 pub const INCONCLUSIVE: u8 = 3;
 /// The run was interrupted (SIGINT or SIGTERM) before every case finished and none

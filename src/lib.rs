@@ -28,7 +28,7 @@
 #![warn(missing_docs)]
 
 pub use tenantcheck_evidence::{
-    canary, judge, nodes, outcome, prompt, report, scan, shard, threat, tokenizer, version,
+    canary, judge, nodes, outcome, policy, prompt, report, scan, shard, threat, tokenizer, version,
 };
 pub use tenantcheck_sim as sim;
 

@@ -145,6 +145,11 @@ enum Command {
         /// The challenge (hex) the run must have mixed into its secret.
         #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
         challenge: Option<Challenge>,
+        /// A buyer's policy (TOML; see examples/policy-1m.toml): what the report must
+        /// show to be accepted; each requirement is printed met or unmet, and any
+        /// unmet one exits 4.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
     },
 }
 
@@ -364,12 +369,23 @@ fn main() -> ExitCode {
             key,
             transcript,
             challenge,
-        } => verify(
-            &envelope,
-            key.as_deref(),
-            transcript.as_deref(),
-            challenge.as_ref().map(|c| c.0.as_slice()),
-        ),
+            policy,
+        } => {
+            let policy = match policy.as_deref().map(load_policy).transpose() {
+                Ok(p) => p,
+                Err(e) => {
+                    tell!("error: {e}");
+                    return ExitCode::from(exit::SETUP_ERROR);
+                }
+            };
+            verify(
+                &envelope,
+                key.as_deref(),
+                transcript.as_deref(),
+                challenge.as_ref().map(|c| c.0.as_slice()),
+                policy.as_ref(),
+            )
+        }
         Command::Diff { older, newer, key } => diff(&older, &newer, &key),
         Command::Merge {
             reports,
@@ -610,7 +626,13 @@ fn keygen(out: &Path) -> u8 {
 #[derive(Clone, Debug)]
 struct Challenge(Vec<u8>);
 
-fn verify_bundle(path: &Path, bytes: &[u8], key_path: Option<&Path>, challenge: Option<&[u8]>) -> u8 {
+fn verify_bundle(
+    path: &Path,
+    bytes: &[u8],
+    key_path: Option<&Path>,
+    challenge: Option<&[u8]>,
+    policy: Option<&tenantcheck::policy::Policy>,
+) -> u8 {
     let key = match key_path.map(key::read_public).transpose() {
         Ok(k) => k,
         Err(e) => {
@@ -630,7 +652,7 @@ fn verify_bundle(path: &Path, bytes: &[u8], key_path: Option<&Path>, challenge: 
                 b.report.key_id(),
                 r.verdict_line()
             );
-            exit::SUCCESS
+            judge_policy(r, b.report.key_id(), policy)
         }
         Err(e) => {
             say!("FAILED: {e}");
@@ -697,6 +719,73 @@ fn verify_summary(envelope: &Path, bytes: &[u8], key: &ed25519_dalek::VerifyingK
             tell!("error: {} does not verify: {e}", envelope.display());
             exit::FAILED
         }
+    }
+}
+
+/// Reads a buyer's policy: TOML errors name the line and the field; values out of
+/// range name the fix.
+fn load_policy(path: &Path) -> Result<tenantcheck::policy::Policy, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let policy: tenantcheck::policy::Policy = toml::from_str(&text).map_err(|e| {
+        format!(
+            "policy {}: {e}fix: compare with examples/policy-1m.toml, which shows every field",
+            path.display()
+        )
+    })?;
+    let c = &policy.coverage;
+    for (field, value) in [
+        ("coverage.min_context_share", c.min_context_share),
+        ("coverage.min_power", c.min_power),
+        ("coverage.max_unseen_nodes", c.max_unseen_nodes),
+    ] {
+        if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+            return Err(format!(
+                "policy {}: field `{field}` is {}; fix: give a share between 0 and 1",
+                path.display(),
+                value.unwrap_or_default()
+            ));
+        }
+    }
+    if policy.run.max_age_days.is_some_and(|d| d.is_nan() || d < 0.0) {
+        return Err(format!(
+            "policy {}: field `run.max_age_days` is negative; fix: give the most days a report may be old",
+            path.display()
+        ));
+    }
+    if policy.cases.allowed.is_empty() {
+        return Err(format!(
+            "policy {}: field `cases.allowed` is empty; fix: allow at least \"pass\"",
+            path.display()
+        ));
+    }
+    Ok(policy)
+}
+
+/// Judges a verified report against the policy, if one was given: every requirement
+/// printed met or unmet with its figure; [`exit::POLICY_UNMET`] when one is unmet.
+fn judge_policy(report: &report::Report, key_id: &str, policy: Option<&tenantcheck::policy::Policy>) -> u8 {
+    let Some(policy) = policy else {
+        return exit::SUCCESS;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let judged = tenantcheck::policy::evaluate(report, key_id, policy, now);
+    let unmet = judged.iter().filter(|r| !r.met).count();
+    for r in &judged {
+        say!(
+            "policy: {} {} ({})",
+            if r.met { "met  " } else { "UNMET" },
+            inert(&r.name, Sink::Terminal),
+            inert(&r.figure, Sink::Terminal)
+        );
+    }
+    if unmet == 0 {
+        say!("policy: accepted ({} requirements met)", judged.len());
+        exit::SUCCESS
+    } else {
+        say!("policy: rejected ({unmet} of {} requirements unmet)", judged.len());
+        exit::POLICY_UNMET
     }
 }
 
@@ -804,7 +893,13 @@ fn render(envelope: &Path, key: Option<&Path>, transcript: Option<&Path>, output
     exit::SUCCESS
 }
 
-fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, challenge: Option<&[u8]>) -> u8 {
+fn verify(
+    envelope: &Path,
+    key_path: Option<&Path>,
+    transcript: Option<&Path>,
+    challenge: Option<&[u8]>,
+    policy: Option<&tenantcheck::policy::Policy>,
+) -> u8 {
     let bytes = match std::fs::read(envelope) {
         Ok(b) => b,
         Err(e) => {
@@ -813,7 +908,7 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
         }
     };
     if tenantcheck::bundle::is_bundle(&bytes) {
-        return verify_bundle(envelope, &bytes, key_path, challenge);
+        return verify_bundle(envelope, &bytes, key_path, challenge, policy);
     }
     let Some(key_path) = key_path else {
         tell!("error: --key PUB is needed to verify an envelope (the signer's public key)");
@@ -858,7 +953,7 @@ fn verify(envelope: &Path, key_path: Option<&Path>, transcript: Option<&Path>, c
                 verified.key_id(),
                 r.verdict_line()
             );
-            exit::SUCCESS
+            judge_policy(r, verified.key_id(), policy)
         }
         Err(e) => {
             say!("FAILED: {e}");

@@ -18,6 +18,8 @@ pub enum Schema {
     Report,
     /// A merge summary (`tenantcheck merge`): the predicate of its signed statement.
     Summary,
+    /// A buyer's policy (`verify --policy`).
+    Policy,
     /// A vendor profile (`vendors/*.toml`).
     Vendor,
     /// A suite case (`suite/**/*.toml`).
@@ -33,6 +35,7 @@ impl Schema {
     pub const ALL: &[Schema] = &[
         Schema::Report,
         Schema::Summary,
+        Schema::Policy,
         Schema::Vendor,
         Schema::Case,
         Schema::Advisory,
@@ -44,6 +47,7 @@ impl Schema {
         match self {
             Schema::Report => "report",
             Schema::Summary => "summary",
+            Schema::Policy => "policy",
             Schema::Vendor => "vendor",
             Schema::Case => "case",
             Schema::Advisory => "advisory",
@@ -56,6 +60,7 @@ impl Schema {
         let mut schema = match self {
             Schema::Report => written::<crate::report::Report>(),
             Schema::Summary => written::<crate::shard::Summary>(),
+            Schema::Policy => of::<crate::policy::Policy>(),
             Schema::Vendor => of::<crate::vendor::VendorProfile>(),
             Schema::Advisory => of::<Advisory>(),
             Schema::Case => case(),

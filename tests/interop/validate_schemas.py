@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 root = pathlib.Path(__file__).resolve().parents[2]
 schemas = {
     name: Draft202012Validator(json.loads((root / "reports/schema" / f"{name}.schema.json").read_text()))
-    for name in ("report", "summary", "vendor", "case", "advisory", "command")
+    for name in ("report", "summary", "policy", "vendor", "case", "advisory", "command")
 }
 for schema in schemas.values():
     Draft202012Validator.check_schema(schema.schema)
@@ -36,6 +36,8 @@ def check(kind, path, value):
 
 for path in sorted((root / "vendors").glob("*.toml")):
     check("vendor", path, tomllib.loads(path.read_text()))
+for path in sorted((root / "examples").glob("policy*.toml")):
+    check("policy", path, tomllib.loads(path.read_text()))
 for suite in ("suite", "tests/engines/llama-suite"):
     for path in sorted((root / suite).rglob("*.toml")):
         kind = "advisory" if "advisories" in path.parts else "case"

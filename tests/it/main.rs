@@ -16,5 +16,6 @@ mod incident;
 mod interrupt;
 mod matrix;
 mod merge;
+mod policy;
 mod run;
 mod side_channels;

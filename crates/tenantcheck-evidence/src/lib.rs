@@ -23,6 +23,7 @@
 //!   run and the re-check;
 //! - [`report`]: the signed report (an in-toto Statement in a DSSE envelope, ed25519),
 //!   its keys, and `verify`;
+//! - [`policy`]: what a buyer accepts as evidence, judged requirement by requirement;
 //! - [`shard`]: a run's share of the suite (`run --partition`) and the signed summary
 //!   over many reports (`tenantcheck merge`), re-derived by `verify_summary`.
 //!
@@ -38,6 +39,7 @@ pub mod exchange;
 pub mod judge;
 pub mod nodes;
 pub mod outcome;
+pub mod policy;
 pub mod profile;
 pub mod prompt;
 pub mod report;
