@@ -5,7 +5,10 @@
 //! header or a field of the answer), every answer says where it was served, and the
 //! chance that some node serving the model was never seen is estimated by Good–Turing:
 //! the share of the long prompts whose node got exactly one of them (`f1 / n`; a long
-//! prompt is one draw of the router, its pinned seed is not another). Where it does not, but declares how many
+//! prompt is one draw of the router, its pinned seed is not another), and at least the
+//! chance that one more node, as likely as each seen, got none of them
+//! (`(s / (s + 1))^n`), since Good–Turing says 0 once every node seen got two; a
+//! declared node never named is unseen for certain. Where it does not, but declares how many
 //! nodes it runs, the report gives the chance that uniform routing left one of them
 //! without a long prompt (inclusion–exclusion over the declared count). Where it does
 //! neither, coverage is unknown and the case treats the vendor as one node, saying so.
@@ -79,7 +82,11 @@ impl NodeCoverage {
             .map(|seqs| seqs.iter().copied().filter(|s| exposed.contains(s)).collect())
             .collect();
         let unseen = match (&signal, fleet.nodes) {
-            (Some(_), _) if !answers.is_empty() => Some(good_turing(&draws)),
+            // A declared node never named is known to be unseen.
+            (Some(_), Some(n)) if (answers.len() as u64) < u64::from(n) => Some(1.0),
+            (Some(_), _) if !answers.is_empty() => {
+                Some(good_turing(&draws).max(one_more_unseen(&draws, answers.len())))
+            }
             (Some(_), _) => None,
             (None, Some(n)) => Some(1.0 - all_reached(n, total_exposures)),
             (None, None) => None,
@@ -130,7 +137,7 @@ impl NodeCoverage {
                     .map(|n| format!("{n} {}", self.exposures_on(n)))
                     .collect();
                 format!(
-                    "nodes by {by}: {} seen, exposures per node {} (each needs {}); chance of an unseen node {unseen} (Good-Turing; at most {})",
+                    "nodes by {by}: {} seen, exposures per node {} (each needs {}); chance of an unseen node {unseen} (Good-Turing, or one more node as likely as each seen; at most {})",
                     self.answers.len(),
                     per.join(", "),
                     self.needed,
@@ -161,6 +168,16 @@ pub fn at_the_top(tokens: u64, top: u64, context: u64) -> bool {
 /// writes of long prompts (the 2026 incident's engine) still stores the short ones.
 pub fn counts(before: Option<(&str, usize)>, tenant: &str, chars: usize) -> bool {
     before.is_some_and(|(t, c)| t != tenant && 2 * c <= chars)
+}
+
+/// The chance that one more node, with a share of the routing equal to each seen
+/// node's, got none of the long prompts: `(seen / (seen + 1))^n` over the `n` draws.
+/// Good–Turing alone says 0 as soon as every node seen got two draws, however few the
+/// draws (6 nodes seen twice each of 8 behind the router: 0); this bound does not.
+pub fn one_more_unseen(draws: &[Vec<u64>], seen: usize) -> f64 {
+    let n: usize = draws.iter().map(Vec::len).sum();
+    let s = seen as f64;
+    (s / (s + 1.0)).powf(n as f64)
 }
 
 /// Good–Turing's estimate of the unseen share: the share of observations whose node
@@ -227,6 +244,23 @@ mod tests {
         let big = all_reached(1_000_000, 20_000_000);
         assert!(big.is_finite() && big > 0.99, "{big}");
         assert_eq!(all_reached(1_000, 10), 0.0);
+    }
+
+    #[test]
+    fn one_more_node_is_unseen_until_the_draws_make_it_unlikely() {
+        // Six nodes seen, two long prompts each: Good–Turing says 0; one more node
+        // as likely as each would have been missed 16% of the time.
+        let six: Vec<Vec<u64>> = (0..6).map(|i| vec![2 * i, 2 * i + 1]).collect();
+        assert_eq!(good_turing(&six), 0.0);
+        let bound = one_more_unseen(&six, 6);
+        assert!(
+            (bound - (6.0f64 / 7.0).powi(12)).abs() < 1e-12 && bound > 0.15,
+            "{bound}"
+        );
+        // Eight nodes: 40 draws bring it under 1%.
+        let forty: Vec<Vec<u64>> = (0..8).map(|i| (0..5).map(|j| i * 5 + j).collect()).collect();
+        assert!(one_more_unseen(&forty, 8) < 0.01);
+        assert!(one_more_unseen(&forty[..7], 8) > 0.01, "35 draws are not enough");
     }
 
     #[test]
