@@ -3,7 +3,8 @@
 //! A tar archive (ustar, entries in a fixed order, times zeroed so the same run gives
 //! the same bytes) holding `manifest.json` first, then the envelope, the transcript,
 //! the public key in both forms, the vendor's declared facts and questionnaire
-//! (`declared.json`), and the renderings (JUnit, HTML, Markdown). The manifest lists each
+//! (`declared.json`), the renderings (JUnit, HTML, Markdown) and, when the run wrote one,
+//! the in-toto Test Result (checked against the report). The manifest lists each
 //! file with its SHA-256 and size. [`open`] accepts a bundle only when its files are
 //! exactly those of the manifest, with those digests; `tenantcheck verify BUNDLE` then
 //! verifies the report inside and checks that the declared facts are the report's own,
@@ -37,6 +38,10 @@ pub const MEMBERS: &[&str] = &[
     report::HTML_FILE,
     report::MARKDOWN_FILE,
 ];
+
+/// Files a bundle holds when the run folder has them: the in-toto Test Result (runs
+/// made before it existed have none). Checked against the report when present.
+pub const OPTIONAL_MEMBERS: &[&str] = &[crate::attestation::TEST_RESULT_FILE];
 
 /// The bundle's table of contents.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,6 +144,11 @@ pub fn write(run_dir: &Path, out: &Path) -> Result<(), BundleError> {
         };
         files.push((name, bytes));
     }
+    if run_dir.join(crate::attestation::TEST_RESULT_FILE).exists() {
+        let bytes = read(crate::attestation::TEST_RESULT_FILE)?;
+        crate::attestation::verify_test_result(&bytes, &public, &envelope, &verified, |_| {})?;
+        files.push((crate::attestation::TEST_RESULT_FILE, bytes));
+    }
     let manifest = Manifest {
         format: FORMAT.into(),
         files: files
@@ -224,6 +234,7 @@ pub fn open(bytes: &[u8]) -> Result<Opened, BundleError> {
     let listed: Vec<&str> = manifest.files.iter().map(|f| f.name.as_str()).collect();
     let present: Vec<&str> = files.keys().map(String::as_str).collect();
     let mut wanted: Vec<&str> = MEMBERS.to_vec();
+    wanted.extend(OPTIONAL_MEMBERS.iter().filter(|m| listed.contains(m)));
     wanted.sort_unstable();
     let mut listed_sorted = listed.clone();
     listed_sorted.sort_unstable();
@@ -288,6 +299,15 @@ pub fn verify(
         challenge,
         &mut on_check,
     )?;
+    if opened.files.contains_key(crate::attestation::TEST_RESULT_FILE) {
+        crate::attestation::verify_test_result(
+            opened.file(crate::attestation::TEST_RESULT_FILE),
+            key,
+            opened.file(report::ENVELOPE_FILE),
+            &verified,
+            &mut on_check,
+        )?;
+    }
     let r = verified.report();
     if opened.file(DECLARED_FILE) != declared_json(r).as_slice() {
         return Err(BundleError::NotOwn(DECLARED_FILE));

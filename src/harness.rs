@@ -104,7 +104,9 @@ fn selection(
         .cases
         .iter()
         .enumerate()
-        .filter(|(position, c)| partition.is_none_or(|p| p.owns(*position)) && crate::plan::selected(trials, &c.id))
+        .filter(|(position, c)| {
+            crate::shard::Partition::in_share(partition, *position) && crate::plan::selected(trials, &c.id)
+        })
         .count();
     (selected < suite.cases.len()).then(|| crate::report::Selection {
         filter: trials.filter.clone(),
@@ -251,7 +253,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             .cases
             .iter()
             .enumerate()
-            .filter(|(position, _)| partition.is_none_or(|p| p.owns(*position)))
+            .filter(|(position, _)| crate::shard::Partition::in_share(partition, *position))
             .map(|(_, c)| Trial::test(c.id.clone(), || Ok(())).with_kind(c.threat.to_string()))
             .collect();
         let _ = libtest_mimic::run(&opts.trials, trials);
@@ -384,7 +386,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         .cases
         .iter()
         .enumerate()
-        .filter(|(position, _)| partition.is_none_or(|p| p.owns(*position)))
+        .filter(|(position, _)| crate::shard::Partition::in_share(partition, *position))
         .map(|(_, c)| c)
         .filter(|c| resumed.as_ref().is_none_or(|r| r.unfinished.contains(&c.id)))
         .collect();
@@ -590,6 +592,13 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let envelope_path = run_dir.join(ENVELOPE_FILE);
     let json = serde_json::to_vec_pretty(&envelope).expect("envelopes serialise");
     write_file(&envelope_path, &json)?;
+    // The same run in the Test Result predicate generic tooling reads, about the
+    // report's envelope and the transcript.
+    let test_result = crate::attestation::sign_test_result(&report, &json, &signing_key);
+    write_file(
+        &run_dir.join(crate::attestation::TEST_RESULT_FILE),
+        &serde_json::to_vec_pretty(&test_result).expect("envelopes serialise"),
+    )?;
     let key_id = key::key_id(&signing_key.verifying_key());
     let transcript_bytes = std::fs::read(&transcript_path).map_err(|source| HarnessError::Write {
         path: transcript_path.clone(),

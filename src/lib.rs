@@ -28,7 +28,7 @@
 #![warn(missing_docs)]
 
 pub use tenantcheck_evidence::{
-    canary, judge, nodes, outcome, policy, prompt, report, scan, shard, threat, tokenizer, version,
+    attestation, canary, judge, nodes, outcome, policy, prompt, report, scan, shard, threat, tokenizer, version,
 };
 pub use tenantcheck_sim as sim;
 
@@ -69,7 +69,7 @@ pub use tenantcheck_evidence::hex;
 pub(crate) use tenantcheck_evidence::{random_bytes, sha256_hex};
 
 /// The current time as an RFC 3339 UTC timestamp with milliseconds.
-pub(crate) fn now_rfc3339() -> String {
+pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 

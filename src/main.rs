@@ -150,6 +150,13 @@ enum Command {
         /// unmet one exits 4.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
+        /// With --policy: when the report is accepted, write an in-toto Verification
+        /// Summary (SVR v0.2) about it to FILE, signed with --svr-key.
+        #[arg(long, value_name = "FILE", requires_all = ["policy", "svr_key"])]
+        svr: Option<PathBuf>,
+        /// The buyer's private key (PKCS#8 PEM) that signs the Verification Summary.
+        #[arg(long, value_name = "FILE", requires = "svr")]
+        svr_key: Option<PathBuf>,
     },
 }
 
@@ -370,8 +377,14 @@ fn main() -> ExitCode {
             transcript,
             challenge,
             policy,
+            svr,
+            svr_key,
         } => {
-            let policy = match policy.as_deref().map(load_policy).transpose() {
+            let policy = match policy
+                .as_deref()
+                .map(|p| Buyer::load(p, svr, svr_key.as_deref()))
+                .transpose()
+            {
                 Ok(p) => p,
                 Err(e) => {
                     tell!("error: {e}");
@@ -631,7 +644,7 @@ fn verify_bundle(
     bytes: &[u8],
     key_path: Option<&Path>,
     challenge: Option<&[u8]>,
-    policy: Option<&tenantcheck::policy::Policy>,
+    policy: Option<&Buyer>,
 ) -> u8 {
     let key = match key_path.map(key::read_public).transpose() {
         Ok(k) => k,
@@ -652,7 +665,7 @@ fn verify_bundle(
                 b.report.key_id(),
                 r.verdict_line()
             );
-            judge_policy(r, b.report.key_id(), policy)
+            judge_policy(r, b.report.key_id(), bundle_envelope(bytes), policy)
         }
         Err(e) => {
             say!("FAILED: {e}");
@@ -699,6 +712,43 @@ fn merge(opts: tenantcheck::merge::MergeOptions) -> u8 {
     }
 }
 
+/// `tenantcheck verify` of a buyer's Verification Summary: its signature and fields,
+/// and whether the report beside it (if any) is the one it accepted.
+fn verify_svr(envelope: &Path, bytes: &[u8], key: &ed25519_dalek::VerifyingKey) -> u8 {
+    match tenantcheck::attestation::open_verification_summary(bytes, key, |check| say!("ok: {check}")) {
+        Ok((svr, report_digest)) => {
+            for p in &svr.properties {
+                say!("property: {}", inert(p, Sink::Terminal));
+            }
+            if let Some(report) = run_dir::existing_beside(envelope, run_dir::ENVELOPE_FILE) {
+                let beside = std::fs::read(&report).map(|b| tenantcheck_evidence::sha256_hex(&b));
+                if beside.as_deref().ok() != Some(report_digest.as_str()) {
+                    say!("FAILED: the summary is not about {}", report.display());
+                    tell!(
+                        "error: {} is about another report than {}",
+                        envelope.display(),
+                        report.display()
+                    );
+                    return exit::FAILED;
+                }
+                say!("ok: it is about {} (verify that report on its own)", report.display());
+            }
+            say!(
+                "verified: verification summary {} signed by {}: {} properties",
+                envelope.display(),
+                key::key_id(key),
+                svr.properties.len()
+            );
+            exit::SUCCESS
+        }
+        Err(e) => {
+            say!("FAILED: {e}");
+            tell!("error: {} does not verify: {e}", envelope.display());
+            exit::FAILED
+        }
+    }
+}
+
 /// `tenantcheck verify` of a merge summary.
 fn verify_summary(envelope: &Path, bytes: &[u8], key: &ed25519_dalek::VerifyingKey) -> u8 {
     match tenantcheck::merge::verify(envelope, bytes, key, |check| say!("ok: {check}")) {
@@ -722,11 +772,40 @@ fn verify_summary(envelope: &Path, bytes: &[u8], key: &ed25519_dalek::VerifyingK
     }
 }
 
-/// Reads a buyer's policy: TOML errors name the line and the field; values out of
-/// range name the fix.
-fn load_policy(path: &Path) -> Result<tenantcheck::policy::Policy, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let policy: tenantcheck::policy::Policy = toml::from_str(&text).map_err(|e| {
+/// What a buyer brings to `verify`: its policy and, to sign an acceptance, where the
+/// Verification Summary goes and the key that signs it.
+struct Buyer {
+    policy: tenantcheck::policy::Policy,
+    /// The policy file's name and bytes, named by digest in the summary.
+    file: (String, Vec<u8>),
+    svr: Option<(PathBuf, ed25519_dalek::SigningKey)>,
+}
+
+impl Buyer {
+    /// Reads a buyer's policy: TOML errors name the line and the field; values out of
+    /// range name the fix. The summary's key is read now, so a bad one stops before any
+    /// check.
+    fn load(path: &Path, svr: Option<PathBuf>, svr_key: Option<&Path>) -> Result<Buyer, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = String::from_utf8(bytes.clone()).map_err(|e| format!("policy {}: {e}", path.display()))?;
+        let policy = parse_policy(path, &text)?;
+        let svr = match (svr, svr_key) {
+            (Some(out), Some(k)) => Some((out, key::read_private(k).map_err(|e| e.to_string())?)),
+            _ => None,
+        };
+        let name = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Ok(Buyer {
+            policy,
+            file: (name, bytes),
+            svr,
+        })
+    }
+}
+
+fn parse_policy(path: &Path, text: &str) -> Result<tenantcheck::policy::Policy, String> {
+    let policy: tenantcheck::policy::Policy = toml::from_str(text).map_err(|e| {
         format!(
             "policy {}: {e}fix: compare with examples/policy-1m.toml, which shows every field",
             path.display()
@@ -761,16 +840,24 @@ fn load_policy(path: &Path) -> Result<tenantcheck::policy::Policy, String> {
     Ok(policy)
 }
 
-/// Judges a verified report against the policy, if one was given: every requirement
-/// printed met or unmet with its figure; [`exit::POLICY_UNMET`] when one is unmet.
-fn judge_policy(report: &report::Report, key_id: &str, policy: Option<&tenantcheck::policy::Policy>) -> u8 {
-    let Some(policy) = policy else {
+/// The report envelope inside a bundle that verified.
+fn bundle_envelope(bundle: &[u8]) -> Vec<u8> {
+    tenantcheck::bundle::open(bundle)
+        .map(|o| o.file(report::ENVELOPE_FILE).to_vec())
+        .unwrap_or_default()
+}
+
+/// Judges a verified report against the buyer's policy, if one was given: every
+/// requirement printed met or unmet with its figure; [`exit::POLICY_UNMET`] when one is
+/// unmet. An accepted report gets the buyer's signed Verification Summary when asked.
+fn judge_policy(report: &report::Report, key_id: &str, envelope: impl AsRef<[u8]>, buyer: Option<&Buyer>) -> u8 {
+    let Some(buyer) = buyer else {
         return exit::SUCCESS;
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let judged = tenantcheck::policy::evaluate(report, key_id, policy, now);
+    let judged = tenantcheck::policy::evaluate(report, key_id, &buyer.policy, now);
     let unmet = judged.iter().filter(|r| !r.met).count();
     for r in &judged {
         say!(
@@ -780,13 +867,42 @@ fn judge_policy(report: &report::Report, key_id: &str, policy: Option<&tenantche
             inert(&r.figure, Sink::Terminal)
         );
     }
-    if unmet == 0 {
-        say!("policy: accepted ({} requirements met)", judged.len());
-        exit::SUCCESS
-    } else {
+    if unmet > 0 {
         say!("policy: rejected ({unmet} of {} requirements unmet)", judged.len());
-        exit::POLICY_UNMET
+        if let Some((out, _)) = &buyer.svr {
+            say!(
+                "no verification summary written to {}: the report was rejected",
+                out.display()
+            );
+        }
+        return exit::POLICY_UNMET;
     }
+    say!("policy: accepted ({} requirements met)", judged.len());
+    let Some((out, signing_key)) = &buyer.svr else {
+        return exit::SUCCESS;
+    };
+    let svr = tenantcheck::attestation::sign_verification_summary(
+        envelope.as_ref(),
+        report,
+        &buyer.policy,
+        (&buyer.file.0, &buyer.file.1),
+        &judged,
+        tenantcheck::TOOL_VERSION,
+        (&tenantcheck::now_rfc3339(), now),
+        signing_key,
+    )
+    .expect("an accepted report has a summary");
+    let json = serde_json::to_vec_pretty(&svr).expect("envelopes serialise");
+    if let Err(e) = std::fs::write(out, json) {
+        tell!("error: {}: {e}", out.display());
+        return exit::SETUP_ERROR;
+    }
+    say!(
+        "wrote {}: in-toto Verification Summary of this report, signed by {}",
+        out.display(),
+        key::key_id(&signing_key.verifying_key())
+    );
+    exit::SUCCESS
 }
 
 fn parse_challenge(text: &str) -> Result<Challenge, String> {
@@ -898,7 +1014,7 @@ fn verify(
     key_path: Option<&Path>,
     transcript: Option<&Path>,
     challenge: Option<&[u8]>,
-    policy: Option<&tenantcheck::policy::Policy>,
+    policy: Option<&Buyer>,
 ) -> u8 {
     let bytes = match std::fs::read(envelope) {
         Ok(b) => b,
@@ -924,6 +1040,18 @@ fn verify(
     if tenantcheck::shard::is_summary(&bytes) {
         return verify_summary(envelope, &bytes, &public);
     }
+    match tenantcheck::attestation::claimed_predicate_type(&bytes).as_deref() {
+        Some(tenantcheck::attestation::SVR_TYPE) => return verify_svr(envelope, &bytes, &public),
+        Some(tenantcheck::attestation::TEST_RESULT_TYPE) => {
+            tell!(
+                "error: {} is a run's in-toto Test Result; verify the report beside it ({}), which checks both",
+                envelope.display(),
+                run_dir::ENVELOPE_FILE
+            );
+            return exit::SETUP_ERROR;
+        }
+        _ => {}
+    }
     let transcript_path = match transcript {
         Some(p) => Some(p.to_owned()),
         None => run_dir::existing_beside(envelope, run_dir::TRANSCRIPT_FILE),
@@ -946,6 +1074,19 @@ fn verify(
             if verified.transcript().is_none() {
                 say!("not checked: the transcript (none beside the envelope; pass --transcript FILE)");
             }
+            if let Some(path) = run_dir::existing_beside(envelope, run_dir::TEST_RESULT_FILE) {
+                let checked = std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| {
+                    tenantcheck::attestation::verify_test_result(&b, &public, &bytes, &verified, |check| {
+                        say!("ok: {check}")
+                    })
+                    .map_err(|e| e.to_string())
+                });
+                if let Err(e) = checked {
+                    say!("FAILED: {e}");
+                    tell!("error: {} does not verify: {e}", path.display());
+                    return exit::FAILED;
+                }
+            }
             let r = verified.report();
             say!(
                 "verified: {} signed by {}: verdict {}",
@@ -953,7 +1094,7 @@ fn verify(
                 verified.key_id(),
                 r.verdict_line()
             );
-            judge_policy(r, verified.key_id(), policy)
+            judge_policy(r, verified.key_id(), &bytes, policy)
         }
         Err(e) => {
             say!("FAILED: {e}");

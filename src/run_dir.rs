@@ -5,6 +5,7 @@
 //! reports/runs/20261203T131400Z-a1b2/   (or the folder --out names)
 //!   transcript.jsonl        every exchange, hash-chained, written as the run goes
 //!   report.dsse.json        the signed report
+//!   test-result.dsse.json   the same run as an in-toto Test Result, signed alike
 //!   report.html, report.md, report.junit.xml
 //!   signing-key.pem         the private key, when the run made one (mode 0600)
 //!   signing-key.pub.pem, signing-key.pub.json
@@ -17,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub use crate::attestation::TEST_RESULT_FILE;
 pub use crate::report::key::{PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, PUBLIC_KEY_JSON_FILE};
 pub use crate::report::{ENVELOPE_FILE, HTML_FILE, JUNIT_FILE, MARKDOWN_FILE, TRANSCRIPT_FILE};
 

@@ -15,6 +15,7 @@ use tenantcheck::report::{self, key};
 /// The files an example keeps (never the private key).
 const KEPT: &[&str] = &[
     report::ENVELOPE_FILE,
+    tenantcheck::attestation::TEST_RESULT_FILE,
     report::TRANSCRIPT_FILE,
     report::HTML_FILE,
     report::MARKDOWN_FILE,
@@ -67,6 +68,14 @@ fn the_example_reports_verify_and_their_renderings_are_current() {
         let verified = report::verify(&read(report::ENVELOPE_FILE), &public, Some(&transcript), None, |_| {})
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(verified.report().verdict, verdict, "{name}");
+        tenantcheck::attestation::verify_test_result(
+            &read(tenantcheck::attestation::TEST_RESULT_FILE),
+            &public,
+            &read(report::ENVELOPE_FILE),
+            &verified,
+            |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         let stale = "is stale: TENANTCHECK_WRITE_EXAMPLES=1 cargo test --test it examples::";
         let html = tenantcheck::render::html(verified.report(), verified.key_id(), Some(&transcript));
         assert!(

@@ -3,7 +3,7 @@
 //! buyer does not trust, and a case passed below the policy's power each fail it with
 //! the requirement named (exit 4); a malformed policy is a setup error naming its line.
 
-use crate::common::{TempDir, output, tenantcheck};
+use crate::common::{TempDir, output, tenantcheck, verify_run};
 use std::path::Path;
 use tenantcheck::report::{self, key};
 
@@ -13,15 +13,7 @@ const CHALLENGE: &str = "c0ffee0123456789";
 fn judged(run_dir: &Path, tmp: &Path, policy: &str) -> (Option<i32>, String, String) {
     let file = tmp.join(format!("policy-{}.toml", tenantcheck::hex(&policy.len().to_le_bytes())));
     std::fs::write(&file, policy).unwrap();
-    output(
-        tenantcheck()
-            .arg("verify")
-            .arg(run_dir.join(report::ENVELOPE_FILE))
-            .arg("--key")
-            .arg(run_dir.join(key::PUBLIC_KEY_FILE))
-            .arg("--policy")
-            .arg(&file),
-    )
+    output(verify_run(run_dir).arg("--policy").arg(&file))
 }
 
 /// The key id `verify` prints for the run's signer.
@@ -156,11 +148,7 @@ facts = ["engine"]
     // The example for a 1M-context model reads, and this 8,192-token run is not what it
     // asks for.
     let (code, stdout, stderr) = output(
-        tenantcheck()
-            .arg("verify")
-            .arg(full.join(report::ENVELOPE_FILE))
-            .arg("--key")
-            .arg(full.join(key::PUBLIC_KEY_FILE))
+        verify_run(&full)
             .arg("--policy")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/policy-1m.toml")),
     );
@@ -172,6 +160,152 @@ facts = ["engine"]
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("line 2") && stderr.contains("max_age") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_run_attests_an_in_toto_test_result_and_an_accepted_report_gets_the_buyers_summary() {
+    use tenantcheck::attestation::{SVR_TYPE, TEST_RESULT_FILE};
+    use tenantcheck::report::dsse::{Envelope, PAYLOAD_TYPE};
+    let tmp = TempDir::new("attest");
+    let run = tmp.path().join("run");
+    let (code, stdout, _) = output(tenantcheck().args(["run", "--out"]).arg(&run).args([
+        "--challenge",
+        CHALLENGE,
+        "--exact",
+        "usage.consistency",
+    ]));
+    assert_eq!(code, Some(0), "{stdout}");
+    let statement = |file: &Path| -> serde_json::Value {
+        let env: Envelope = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        serde_json::from_slice(&env.unverified_payload().unwrap()).unwrap()
+    };
+
+    // A run of one case passes it, and its Test Result only warns: the rest of the
+    // suite did not run.
+    let test_result = statement(&run.join(TEST_RESULT_FILE));
+    assert_eq!(test_result["predicate"]["result"], "WARNED", "{test_result}");
+    assert_eq!(
+        test_result["predicate"]["passedTests"],
+        serde_json::json!(["usage.consistency"])
+    );
+    let (code, stdout, _) = judged(&run, tmp.path(), "[cases]\nrequired = [\"usage.consistency\"]\n");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("ok: in-toto Test Result (test-result.dsse.json)") && stdout.contains("result WARNED"),
+        "{stdout}"
+    );
+
+    // The buyer's summary: written only for an accepted report, signed with its key,
+    // about the report's envelope, naming the policy by digest.
+    let buyer = tmp.path().join("buyer");
+    let (code, ..) = output(tenantcheck().args(["keygen", "--out"]).arg(&buyer));
+    assert_eq!(code, Some(0));
+    let policy = tmp.path().join("one-case.toml");
+    std::fs::write(&policy, "[cases]\nrequired = [\"usage.consistency\"]\n").unwrap();
+    let svr = tmp.path().join("accepted.svr.json");
+    let summarise = |policy: &Path| {
+        output(
+            verify_run(&run)
+                .arg("--policy")
+                .arg(policy)
+                .arg("--svr")
+                .arg(&svr)
+                .arg("--svr-key")
+                .arg(buyer.join(key::PRIVATE_KEY_FILE)),
+        )
+    };
+    let (code, stdout, stderr) = summarise(&policy);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let buyer_key = key::read_public(&buyer.join(key::PUBLIC_KEY_FILE)).unwrap();
+    let env: Envelope = serde_json::from_slice(&std::fs::read(&svr).unwrap()).unwrap();
+    env.verified_payload(&buyer_key)
+        .expect("the summary is signed by the buyer's key");
+    let summary = statement(&svr);
+    assert_eq!(summary["predicateType"], SVR_TYPE);
+    let report_digest = tenantcheck_evidence::sha256_hex(&std::fs::read(run.join(report::ENVELOPE_FILE)).unwrap());
+    assert_eq!(summary["subject"][0]["digest"]["sha256"], report_digest.as_str());
+    let policy_digest = tenantcheck_evidence::sha256_hex(&std::fs::read(&policy).unwrap());
+    assert_eq!(
+        summary["predicate"]["verifier"]["policies"][0]["digest"]["sha256"],
+        policy_digest.as_str()
+    );
+    let properties = summary["predicate"]["properties"].as_array().unwrap();
+    for p in [
+        "TENANTCHECK_POLICY_ACCEPTED",
+        "TENANTCHECK_CASE_USAGE_CONSISTENCY_PASS",
+        "TENANTCHECK_CONTEXT_8192",
+    ] {
+        assert!(properties.iter().any(|x| x == p), "{p}: {summary}");
+    }
+    // verify reads the summary: the buyer's signature, its properties; beside the run,
+    // that it is about that run's report.
+    let (code, stdout, _) = output(
+        tenantcheck()
+            .arg("verify")
+            .arg(&svr)
+            .arg("--key")
+            .arg(buyer.join(key::PUBLIC_KEY_FILE)),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("property: TENANTCHECK_POLICY_ACCEPTED"), "{stdout}");
+    let (code, ..) = output(
+        tenantcheck()
+            .arg("verify")
+            .arg(&svr)
+            .arg("--key")
+            .arg(run.join(key::PUBLIC_KEY_FILE)),
+    );
+    assert_eq!(code, Some(1), "the vendor's key did not sign the buyer's summary");
+    std::fs::copy(&svr, run.join("accepted.svr.json")).unwrap();
+    let (code, stdout, _) = output(
+        tenantcheck()
+            .arg("verify")
+            .arg(run.join("accepted.svr.json"))
+            .arg("--key")
+            .arg(buyer.join(key::PUBLIC_KEY_FILE)),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("ok: it is about"), "{stdout}");
+    // The Test Result alone is not what verify takes: it says to verify the report.
+    let (code, _, stderr) = output(
+        tenantcheck()
+            .arg("verify")
+            .arg(run.join(TEST_RESULT_FILE))
+            .arg("--key")
+            .arg(run.join(key::PUBLIC_KEY_FILE)),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("verify the report beside it"), "{stderr}");
+
+    // The default policy (every case of the suite) rejects the run: no summary.
+    std::fs::remove_file(&svr).unwrap();
+    let empty = tmp.path().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let (code, stdout, _) = summarise(&empty);
+    assert_eq!(code, Some(4), "{stdout}");
+    assert!(stdout.contains("no verification summary written"), "{stdout}");
+    assert!(!svr.exists());
+    // --svr without a key to sign it is a usage error.
+    let (code, ..) = output(verify_run(&run).arg("--policy").arg(&policy).arg("--svr").arg(&svr));
+    assert_eq!(code, Some(2));
+
+    // A Test Result re-signed with the run's own key to say PASSED no longer follows
+    // from the report: verify refuses the run.
+    let mut forged = test_result.clone();
+    forged["predicate"]["result"] = "PASSED".into();
+    let signing_key = key::read_private(&run.join(key::PRIVATE_KEY_FILE)).unwrap();
+    let resigned = Envelope::sign(PAYLOAD_TYPE, &serde_json::to_vec(&forged).unwrap(), &signing_key);
+    std::fs::write(
+        run.join(TEST_RESULT_FILE),
+        serde_json::to_vec_pretty(&resigned).unwrap(),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = judged(&run, tmp.path(), "");
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stderr.contains("test-result.dsse.json does not follow from the report: it says PASSED"),
         "{stderr}"
     );
 }

@@ -1,7 +1,7 @@
 //! End-to-end tests: the `tenantcheck` binary against the reference vendor on
 //! 127.0.0.1 (in-process, or as its own process on port 0), healthy and with faults.
 
-use crate::common::{Sim, TempDir, files, output, resigned, run_exact, run_vendor, tenantcheck, verified};
+use crate::common::{Sim, TempDir, files, output, resigned, run_exact, run_vendor, tenantcheck, verified, verify_run};
 use std::path::Path;
 use tenantcheck::canary::{Fragment, RunSecret};
 use tenantcheck::outcome::{FindingCode, Verdict};
@@ -70,13 +70,7 @@ fn embedded_default_run_passes_and_its_report_verifies() {
     drawn.retain(|id| ran.iter().any(|r| r == id));
     assert_eq!(ran, drawn);
 
-    let (code, stdout, _) = output(
-        tenantcheck()
-            .arg("verify")
-            .arg(run_dir.join(report::ENVELOPE_FILE))
-            .arg("--key")
-            .arg(run_dir.join(key::PUBLIC_KEY_FILE)),
-    );
+    let (code, stdout, _) = output(&mut verify_run(&run_dir));
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("transcript hash chain intact"), "{stdout}");
 }
@@ -484,16 +478,7 @@ fn a_buyers_challenge_is_mixed_into_the_secret_and_checked_by_verify() {
         "recorded before the first request"
     );
 
-    let verify = |challenge: &str| {
-        output(
-            tenantcheck()
-                .arg("verify")
-                .arg(run_dir.join(report::ENVELOPE_FILE))
-                .arg("--key")
-                .arg(run_dir.join(key::PUBLIC_KEY_FILE))
-                .args(["--challenge", challenge]),
-        )
-    };
+    let verify = |challenge: &str| output(verify_run(&run_dir).args(["--challenge", challenge]));
     let (code, stdout, _) = verify("c0ffee42");
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("mixes in the challenge c0ffee42"), "{stdout}");
@@ -1326,13 +1311,7 @@ fn a_filtered_run_never_shows_a_bare_pass() {
     assert_eq!(selection.filter.as_deref(), Some("usage"));
     assert_eq!(selection.skip, ["nothing-matches"]);
     assert_eq!(selection.selected, 1);
-    let (code, stdout, _) = output(
-        tenantcheck()
-            .arg("verify")
-            .arg(run_dir.join(report::ENVELOPE_FILE))
-            .arg("--key")
-            .arg(run_dir.join(key::PUBLIC_KEY_FILE)),
-    );
+    let (code, stdout, _) = output(&mut verify_run(&run_dir));
     assert_eq!(code, Some(0));
     assert!(
         stdout.lines().any(|l| l.starts_with("verified:") && l.contains(says)),

@@ -23,6 +23,8 @@
 //!   run and the re-check;
 //! - [`report`]: the signed report (an in-toto Statement in a DSSE envelope, ed25519),
 //!   its keys, and `verify`;
+//! - [`attestation`]: the in-toto Test Result of a run and a buyer's Verification
+//!   Summary, the predicates generic supply-chain tooling reads;
 //! - [`policy`]: what a buyer accepts as evidence, judged requirement by requirement;
 //! - [`shard`]: a run's share of the suite (`run --partition`) and the signed summary
 //!   over many reports (`tenantcheck merge`), re-derived by `verify_summary`.
@@ -34,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod attestation;
 pub mod canary;
 pub mod exchange;
 pub mod judge;

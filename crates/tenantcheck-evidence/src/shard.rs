@@ -57,6 +57,11 @@ impl Partition {
     pub fn owns(&self, position: usize) -> bool {
         position % self.count as usize == (self.index - 1) as usize
     }
+
+    /// Whether a run in `share` (none: the whole suite) runs the case at `position`.
+    pub fn in_share(share: Option<Partition>, position: usize) -> bool {
+        share.is_none_or(|p| p.owns(position))
+    }
 }
 
 impl std::fmt::Display for Partition {

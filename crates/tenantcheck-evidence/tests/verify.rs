@@ -1,11 +1,13 @@
 //! What an auditor does with this crate alone: verify the example reports in
 //! `reports/examples/` (signature, transcript chain, run secret, every verdict
-//! re-derived from the answers), and see a changed transcript refused.
+//! re-derived from the answers) and their in-toto Test Results, and see a changed
+//! transcript, and a Test Result that does not follow from its report, refused.
 //!
 //! This test depends on `tenantcheck-evidence` and nothing else of the project: it is
 //! the proof that a report can be checked without the code that produced it.
 
 use std::path::PathBuf;
+use tenantcheck_evidence::attestation::{self, TestOutcome, TestResult};
 use tenantcheck_evidence::outcome::Verdict;
 use tenantcheck_evidence::report::{self, key};
 
@@ -40,7 +42,77 @@ fn the_example_reports_verify_with_the_evidence_crate_alone() {
             checks.iter().any(|c| c.contains("re-derived")),
             "{name}: the verdicts were re-derived: {checks:?}"
         );
+        let test_result = attestation::verify_test_result(
+            &example(name, attestation::TEST_RESULT_FILE),
+            &public_key(name),
+            &envelope,
+            &verified,
+            |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let expected = match verdict {
+            Verdict::Pass => TestOutcome::Passed,
+            _ => TestOutcome::Failed,
+        };
+        assert_eq!(test_result.result, expected, "{name}");
+        let failed: Vec<&str> = verified
+            .report()
+            .cases
+            .iter()
+            .filter(|c| c.outcome.verdict == Verdict::Fail)
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(test_result.failed_tests, failed, "{name}");
+        // The other example's envelope is not what this Test Result is about.
+        let other = if name == "healthy" { "stale-pages" } else { "healthy" };
+        let err = attestation::verify_test_result(
+            &example(other, attestation::TEST_RESULT_FILE),
+            &public_key(other),
+            &envelope,
+            &verified,
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("subjects are not the report's"), "{name}: {err}");
     }
+}
+
+#[test]
+fn a_test_result_warns_unless_every_case_ran_and_passed() {
+    let envelope = example("healthy", report::ENVELOPE_FILE);
+    let verified = report::verify(&envelope, &public_key("healthy"), None, None, |_| {}).unwrap();
+    let mut r = verified.report().clone();
+    assert_eq!(TestResult::of(&r).result, TestOutcome::Passed);
+    assert_eq!(TestResult::of(&r).passed_tests.len(), r.cases.len());
+
+    // A skipped case (a filtered run, a share, an adapter that cannot reach it) is in
+    // no list, and the run only warns.
+    r.cases[0].outcome.verdict = Verdict::Skipped;
+    r.tally();
+    let t = TestResult::of(&r);
+    assert_eq!(t.result, TestOutcome::Warned);
+    assert!(!t.passed_tests.contains(&r.cases[0].id) && t.warned_tests.is_empty());
+    let run = t.configuration.iter().find(|d| d.name == "run").unwrap();
+    assert_eq!(run.annotations["skippedTests"], serde_json::json!([r.cases[0].id]));
+
+    // An inconclusive case warns by name; a failed one fails the run.
+    r.cases[1].outcome.verdict = Verdict::Inconclusive;
+    r.cases[2].outcome.verdict = Verdict::Fail;
+    r.tally();
+    let t = TestResult::of(&r);
+    assert_eq!(t.result, TestOutcome::Failed);
+    assert_eq!(t.warned_tests, [r.cases[1].id.clone()]);
+    assert_eq!(t.failed_tests, [r.cases[2].id.clone()]);
+
+    // A run cut short by a signal never passes, even with every case passed.
+    let mut cut = verified.report().clone();
+    cut.interrupted = Some(report::Interruption {
+        signal: "SIGTERM".into(),
+        stopped_at: cut.finished_at.clone(),
+        unfinished: vec![],
+    });
+    assert_eq!(TestResult::of(&cut).result, TestOutcome::Warned);
 }
 
 #[test]

@@ -54,6 +54,17 @@ pub fn tenantcheck() -> Command {
     cmd
 }
 
+/// `tenantcheck verify RUN/report.dsse.json --key RUN/signing-key.pub.pem`: a run's
+/// report checked with the run's own key (and the transcript beside it); add flags.
+pub fn verify_run(run_dir: &Path) -> Command {
+    let mut cmd = tenantcheck();
+    cmd.arg("verify")
+        .arg(run_dir.join(tenantcheck::report::ENVELOPE_FILE))
+        .arg("--key")
+        .arg(run_dir.join(tenantcheck::report::key::PUBLIC_KEY_FILE));
+    cmd
+}
+
 /// Runs a command and returns its output with stdout and stderr as text.
 pub fn output(cmd: &mut Command) -> (Option<i32>, String, String) {
     let Output { status, stdout, stderr } = cmd.output().expect("the binary runs");

@@ -542,6 +542,14 @@ pub enum VerifyError {
         /// How.
         problem: String,
     },
+    /// A statement beside the report (the in-toto Test Result) does not follow from it.
+    #[error("{file} does not follow from the report: {problem}")]
+    Attestation {
+        /// The statement's file.
+        file: &'static str,
+        /// How it differs.
+        problem: String,
+    },
     /// The revealed run secret does not match its commitment.
     #[error("the revealed run secret does not match its commitment")]
     SecretCommitment,
