@@ -831,6 +831,12 @@ fn parse_policy(path: &Path, text: &str) -> Result<tenantcheck::policy::Policy, 
             path.display()
         ));
     }
+    if let Some((case, _)) = policy.cases.by_case.iter().find(|(_, v)| v.is_empty()) {
+        return Err(format!(
+            "policy {}: field `cases.by_case.\"{case}\"` is empty; fix: allow at least \"pass\"",
+            path.display()
+        ));
+    }
     if policy.cases.allowed.is_empty() {
         return Err(format!(
             "policy {}: field `cases.allowed` is empty; fix: allow at least \"pass\"",

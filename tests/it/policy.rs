@@ -115,6 +115,11 @@ facts = ["engine"]
     );
     unmet(
         &full,
+        &format!("{policy}[cases.by_case]\n\"usage.consistency\" = [\"fail\", \"inconclusive\"]\n"),
+        "verdict: usage.consistency is FAIL or INCONCLUSIVE",
+    );
+    unmet(
+        &full,
         &with("min_power = 0.99", "min_power = 0.99999999"),
         "power: isolation.canary-residue at least 0.99999999",
     );

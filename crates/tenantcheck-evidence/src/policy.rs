@@ -95,6 +95,10 @@ pub struct CasesRule {
     /// Per severity, other verdicts allowed (`low = ["pass", "inconclusive"]`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub by_severity: std::collections::BTreeMap<Severity, Vec<Verdict>>,
+    /// Per case, the verdicts allowed (`"cache.cross-tenant-timing" = ["pass",
+    /// "inconclusive"]`); a case named here is judged by this, before its severity.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub by_case: std::collections::BTreeMap<String, Vec<Verdict>>,
 }
 
 impl Default for CasesRule {
@@ -104,6 +108,7 @@ impl Default for CasesRule {
             skip_reasons: Vec::new(),
             allowed: only_pass(),
             by_severity: Default::default(),
+            by_case: Default::default(),
         }
     }
 }
@@ -276,10 +281,8 @@ pub fn evaluate(report: &Report, key_id: &str, policy: &Policy, now_unix: i64) -
         if c.outcome.verdict == Verdict::Skipped {
             continue;
         }
-        let allowed = policy
-            .cases
-            .by_severity
-            .get(&c.severity)
+        let allowed = (policy.cases.by_case.get(c.id.as_str()))
+            .or_else(|| policy.cases.by_severity.get(&c.severity))
             .unwrap_or(&policy.cases.allowed);
         req(
             format!(
