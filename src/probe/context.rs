@@ -200,6 +200,11 @@ struct Search<'a> {
     sweep: Vec<SweepPoint>,
     /// Pinned rounds spent for node coverage.
     node_rounds: u32,
+    /// Set once a pinned round's seed and prompt were served by different nodes: the
+    /// router does not honour the pin, so every node is primed before each prompt.
+    unpinned: bool,
+    /// Seeds sent to prime nodes.
+    primes: u32,
 }
 
 /// The probe `context.boundary`.
@@ -219,15 +224,18 @@ impl super::Probe for Boundary {
 
     fn ceiling(p: &BoundaryParams, profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
         // Where the profile has a `[fleet]`: every pinned round, a seed and a prompt
-        // at the top length (a run against the one-node reference vendor spends none).
+        // at the top length, and the seeds that prime the nodes where the router
+        // ignores the pin (a run against the one-node reference vendor spends none).
         profile.fleet.as_ref()?;
         let context = profile.context_window;
         let top = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
         let seed = ((p.seed_fraction * context as f64) as u64).max(16 * 40);
         let rounds = u64::from(p.node_rounds);
+        // Where the router ignores the pin, each round may be preceded by seeds.
+        let primes = rounds * u64::from(super::isolation::PRIMES_PER_PAIR);
         Some(super::Ceiling::More {
-            requests: 2 * rounds,
-            prompt_tokens: rounds * (top + seed),
+            requests: 2 * rounds + primes,
+            prompt_tokens: rounds * (top + seed) + primes * seed,
             max_tokens: u64::from(p.max_tokens),
         })
     }
@@ -251,6 +259,8 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         tried: Vec::new(),
         sweep: Vec::new(),
         node_rounds: 0,
+        unpinned: false,
+        primes: 0,
     };
     let context = ctx.session.profile().context_window;
     let top = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
@@ -357,6 +367,9 @@ impl Search<'_> {
             if !self.findings.is_empty() || coverage.suffices() || blind {
                 break;
             }
+            if self.unpinned {
+                self.prime(top).await?;
+            }
             self.sizer.route = Some(format!(
                 "{:016x}",
                 self.ctx.session.secret().seed("boundary.route", self.ctx.case_id, self.node_rounds)
@@ -368,6 +381,44 @@ impl Search<'_> {
                 // A server error or no answer: more rounds would say no more.
                 break;
             }
+            // The round's seed and prompt are the last two answers: on two nodes, the
+            // router ignored the pin.
+            if let [.., (_, t1, Some(n1), _), (_, t2, Some(n2), _)] = self.sizer.served.as_slice()
+                && *t1 == self.seeder
+                && *t2 == self.prober
+                && n1 != n2
+                && !self.unpinned
+            {
+                self.unpinned = true;
+                self.sizer.notes.push(format!(
+                    "the router did not keep a pinned round on one node ({n1}, then {n2}): each prompt at the top was preceded by seeds until every node seen last served one"
+                ));
+            }
+        }
+        if self.primes > 0 {
+            self.sizer.notes.push(format!("{} seeds primed the nodes the router chose", self.primes));
+        }
+        Ok(())
+    }
+
+    /// Where the router ignores the pin: the seeder's short prompts, each on a new
+    /// route, until every node seen last served one (so a prompt at the top is an
+    /// exposure wherever it lands; [`crate::nodes::primed`]), at most
+    /// [`super::isolation::PRIMES_PER_PAIR`].
+    async fn prime(&mut self, top: u64) -> Result<(), SessionError> {
+        let top_chars = self.sizer.builder().chars_for(top);
+        for _ in 0..super::isolation::PRIMES_PER_PAIR {
+            if crate::nodes::primed(&self.sizer.served, &self.prober, top_chars) {
+                break;
+            }
+            self.primes += 1;
+            self.sizer.route = Some(format!(
+                "{:016x}",
+                self.ctx.session.secret().seed("boundary.prime", self.ctx.case_id, self.primes)
+            ));
+            let seeded = self.seed().await;
+            self.sizer.route = None;
+            seeded?;
         }
         Ok(())
     }

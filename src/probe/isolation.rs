@@ -235,6 +235,8 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         served: Vec::new(),
         route: None,
         node_spent: 0,
+        unpinned: false,
+        primes_spent: 0,
     };
     match run.go().await {
         Ok(reach) => run.conclude(reach),
@@ -285,6 +287,11 @@ struct Run<'a> {
     route: Option<String>,
     /// Pairs spent for node coverage.
     node_spent: u32,
+    /// Set once a pinned pair's seed and probe were served by different nodes: the
+    /// router does not honour the pin (random routing), so every node is primed.
+    unpinned: bool,
+    /// Seeds sent to prime nodes for a probe that lands where the router sends it.
+    primes_spent: u32,
 }
 
 /// The positive control of one rung, by transcript line.
@@ -404,24 +411,69 @@ impl Run<'_> {
                 break;
             }
             let n = self.extra_spent + spent;
-            let seeder = &tenants[n as usize % tenants.len()];
-            let prober = &tenants[(n as usize + 1) % tenants.len()];
-            self.route = Some(format!(
-                "{:016x}",
-                self.session.secret().seed("isolation.route", self.case, n)
-            ));
+            // Where the router ignores the pin, the roles stay put, so that the nodes
+            // primed with the seeder's prompts stay primed for the same prober.
+            let roles = if self.unpinned { 0 } else { n as usize };
+            let seeder = &tenants[roles % tenants.len()];
+            let prober = &tenants[(roles + 1) % tenants.len()];
+            self.route = Some(self.route_key(n));
             self.send_records(seeder, seed, false, false).await?;
+            let seed_node = self.served.last().map(|s| s.2.clone());
+            if self.unpinned {
+                self.prime(seeder, prober, seed, top).await?;
+            }
+            self.route = Some(self.route_key(n));
             let got = self.send_records(prober, top, n % 2 == 1, true).await?;
             self.route = None;
             spent += 1;
             if got.is_none() {
                 break;
             }
+            let probe_node = self.served.last().map(|s| s.2.clone());
+            if let (Some(Some(a)), Some(Some(b))) = (&seed_node, &probe_node)
+                && a != b
+                && !self.unpinned
+            {
+                self.unpinned = true;
+                self.notes.push(format!(
+                    "the router did not keep a pinned pair on one node ({a}, then {b}): each probe was preceded by seeds until every node seen last served one"
+                ));
+            }
         }
         if spent > 0 {
             self.notes.push(format!("{spent} more exposures spent at the top rung to reach the vendor's nodes"));
         }
+        if self.primes_spent > 0 {
+            self.notes.push(format!(
+                "{} seeds of {seed} tokens primed the nodes the router chose",
+                self.primes_spent
+            ));
+        }
         self.node_spent = spent;
+        Ok(())
+    }
+
+    /// The routing key of node-coverage pair `n`, drawn from the run secret.
+    fn route_key(&self, n: u32) -> String {
+        format!("{:016x}", self.session.secret().seed("isolation.route", self.case, n))
+    }
+
+    /// Where the router ignores the pin: the seeder's short prompts, each on a new
+    /// route, until every node seen last served one (so the prober's long prompt is an
+    /// exposure wherever it lands; [`crate::nodes::primed`]), at most [`PRIMES_PER_PAIR`].
+    async fn prime(&mut self, seeder: &str, prober: &str, seed: u64, top: u64) -> Result<(), SessionError> {
+        let top_chars = self.builder.chars_for(top);
+        for _ in 0..PRIMES_PER_PAIR {
+            if crate::nodes::primed(&self.served, prober, top_chars) {
+                return Ok(());
+            }
+            self.primes_spent += 1;
+            let key = self.session.secret().seed("isolation.prime", self.case, self.primes_spent);
+            self.route = Some(format!("{key:016x}"));
+            if self.send_records(seeder, seed, false, false).await?.is_none() {
+                return Ok(());
+            }
+        }
         Ok(())
     }
 
@@ -807,7 +859,13 @@ impl Run<'_> {
                 0 => String::new(),
                 n => format!(" ({n} exposures added at the top rung to reach it)"),
             };
-            let fleet = nodes.as_ref().map_or(String::new(), |n| format!("; {}", n.describe()));
+            let mut fleet = nodes.as_ref().map_or(String::new(), |n| format!("; {}", n.describe()));
+            if self.primes_spent > 0 {
+                fleet.push_str(&format!(
+                    " ({} seeds primed the nodes the router chose: it did not keep a pinned pair on one node)",
+                    self.primes_spent
+                ));
+            }
             let summary = format!(
                 "no canary of another tenant in {} responses; {}{extra}{fleet}; {exercised}",
                 self.responses,
@@ -826,6 +884,10 @@ impl Run<'_> {
     }
 }
 
+/// At most this many seeds prime the nodes before each probe where the router ignores
+/// the pin: about twice what eight nodes need to be reached again after a probe.
+pub const PRIMES_PER_PAIR: u32 = 16;
+
 /// The most the case may send beyond its ladder: requests and prompt tokens of
 /// `extra_exposures` seeder-and-prober pairs at the top rung, and `node_pairs` more
 /// where the profile has a `[fleet]` (for `--plan`).
@@ -836,7 +898,10 @@ pub fn ceiling(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile) 
     let top = (p.lengths.last().copied().unwrap_or(1.0) * usable as f64) as u64;
     let node_pairs = if profile.fleet.is_some() { p.node_pairs } else { 0 };
     let requests = 2 * u64::from(p.extra_exposures + node_pairs);
-    (requests, requests * top)
+    // Where the router ignores the pin, each node pair may be preceded by seeds (at
+    // most a fifth of the top length each).
+    let primes = u64::from(node_pairs) * u64::from(PRIMES_PER_PAIR);
+    (requests + primes, requests * top + primes * (top / 5))
 }
 
 /// The power `extra` more seeder-and-prober pairs at the top band would give, were the

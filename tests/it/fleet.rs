@@ -103,6 +103,8 @@ fn a_healthy_fleet_passes_only_with_every_node_covered() {
     for (routing, fleet) in [
         ("prefix-hash", "node_header = \"x-served-by\""),
         ("affinity", with_affinity),
+        // The router ignores the pin: the nodes are primed before each probe.
+        ("random", "node_header = \"x-served-by\""),
     ] {
         let (run, exchanges, case) = isolation(
             &format!("fleet-healthy-{routing}"),
@@ -126,6 +128,12 @@ fn a_healthy_fleet_passes_only_with_every_node_covered() {
             );
         }
         assert!(case.outcome.summary.contains("8 seen"), "{}", case.outcome.summary);
+        assert_eq!(
+            case.outcome.summary.contains("primed the nodes the router chose"),
+            routing == "random",
+            "{routing}: {}",
+            case.outcome.summary
+        );
         // verify derives the coverage again from the node each answer names: a report
         // that claims a node had exposures it did not, or other figures than the
         // profile's, does not verify even when signed with the run's key.

@@ -170,6 +170,19 @@ pub fn counts(before: Option<(&str, usize)>, tenant: &str, chars: usize) -> bool
     before.is_some_and(|(t, c)| t != tenant && 2 * c <= chars)
 }
 
+/// Whether a long prompt of `tenant` (`chars` long) would be an exposure on every node
+/// seen in `served` (transcript line, tenant, node, characters, in order), wherever a
+/// router that ignores pins sends it: each node's last request [`counts`].
+pub fn primed(served: &[(u64, String, Option<String>, usize)], tenant: &str, chars: usize) -> bool {
+    let mut last: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
+    for (_, t, node, c) in served {
+        if let Some(node) = node {
+            last.insert(node.as_str(), (t.as_str(), *c));
+        }
+    }
+    last.values().all(|&before| counts(Some(before), tenant, chars))
+}
+
 /// The chance that one more node, with a share of the routing equal to each seen
 /// node's, got none of the long prompts: `(seen / (seen + 1))^n` over the `n` draws.
 /// Good–Turing alone says 0 as soon as every node seen got two draws, however few the
@@ -279,6 +292,30 @@ mod tests {
         );
         assert!(!counts(Some(("b", 10)), "b", 200), "its own tenant's");
         assert!(!counts(None, "b", 200), "nothing before it on that node");
+    }
+
+    #[test]
+    fn a_fleet_is_primed_when_every_node_last_served_another_tenants_shorter_prompt() {
+        let line = |seq: u64, tenant: &str, node: Option<&str>, chars: usize| {
+            (seq, tenant.to_owned(), node.map(str::to_owned), chars)
+        };
+        let mut served = vec![
+            line(1, "b", Some("node-0"), 100),
+            line(2, "b", Some("node-1"), 100),
+            line(3, "a", None, 10),
+        ];
+        assert!(primed(&served, "a", 1000));
+        assert!(
+            !primed(&served, "a", 150),
+            "a seed more than half as long primes nothing"
+        );
+        assert!(!primed(&served, "b", 1000), "the prober's own prompts prime nothing");
+        // a's long prompt lands on node-1: that node must be seeded again.
+        served.push(line(4, "a", Some("node-1"), 1000));
+        assert!(!primed(&served, "a", 1000));
+        served.push(line(5, "b", Some("node-1"), 100));
+        assert!(primed(&served, "a", 1000));
+        assert!(primed(&[], "a", 1000), "no node seen: nothing to prime");
     }
 
     #[test]
