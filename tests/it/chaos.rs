@@ -473,12 +473,28 @@ fn a_vendor_refusing_every_key_after_the_check_stops_the_run_at_once() {
     let refused = ran.report.refused.as_ref().expect("the report says why it stopped");
     assert_eq!(refused.refusal.status, 401);
     assert!(ran.stdout.contains("refused tenant"), "{}", ran.stdout);
-    assert!(
-        ran.report
-            .cases
-            .iter()
-            .all(|c| c.outcome.verdict != Verdict::Pass || c.id.starts_with("declared."))
-    );
+    // No case passes over a refused credential. The chaos refuses chat completions
+    // only: a case that asked nothing of them (the declared cases send nothing; stored
+    // responses have their own endpoint) may pass when it ran before the stop.
+    let refused: std::collections::BTreeSet<&str> = ran
+        .exchanges
+        .values()
+        .filter(|l| {
+            l["exchange"]["status"] == 401
+                || l["exchange"]["request"]["url"]
+                    .as_str()
+                    .is_some_and(|u| u.ends_with("/chat/completions"))
+        })
+        .filter_map(|l| l["case"].as_str())
+        .collect();
+    for c in &ran.report.cases {
+        assert!(
+            c.outcome.verdict != Verdict::Pass || !refused.contains(c.id.as_str()),
+            "{} passed over refused chat completions: {}",
+            c.id,
+            c.outcome.summary
+        );
+    }
     assert!(
         ran.report
             .cases
@@ -486,6 +502,24 @@ fn a_vendor_refusing_every_key_after_the_check_stops_the_run_at_once() {
             .any(|c| c.outcome.summary.starts_with("not run: the vendor refused tenant")),
         "{:?}",
         ran.report.cases.iter().map(|c| &c.outcome.summary).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn wrong_requests_refused_for_their_credential_leave_errors_semantics_inconclusive() {
+    // Every key refused after the check: errors.semantics's wrong requests get 401s
+    // with error bodies, which say nothing of whether the vendor judges a request; the
+    // first one stops the run, and the case is never a pass.
+    let ran = run_with(
+        &["--chaos", "unauthorized"],
+        &["--exact", "errors.semantics"],
+        Some("errors.semantics"),
+    );
+    assert_eq!(ran.verdict, Verdict::Inconclusive, "{}", ran.summary);
+    assert!(
+        ran.summary.contains("refused tenant a's credential (HTTP 401)"),
+        "{}",
+        ran.summary
     );
 }
 
