@@ -91,9 +91,26 @@ impl Transcript {
         self.redactor.redact(text).into_owned()
     }
 
-    /// Appends one exchange; returns its sequence number.
+    /// Appends one exchange, its generated prompts by reference
+    /// ([`tenantcheck_evidence::recipe`]); returns its sequence number.
     pub fn append_exchange(&self, case: &str, tenant: &str, exchange: &Exchange) -> std::io::Result<u64> {
-        self.append(Record::Exchange { case, tenant, exchange })
+        let referenced = exchange
+            .request
+            .body
+            .as_ref()
+            .and_then(tenantcheck_evidence::recipe::by_reference);
+        match referenced {
+            Some(body) => {
+                let mut exchange = exchange.clone();
+                exchange.request.body = Some(body);
+                self.append(Record::Exchange {
+                    case,
+                    tenant,
+                    exchange: &exchange,
+                })
+            }
+            None => self.append(Record::Exchange { case, tenant, exchange }),
+        }
     }
 
     fn append(&self, record: Record<'_>) -> std::io::Result<u64> {

@@ -33,8 +33,9 @@ fn report_of(run_dir: &std::path::Path) -> Report {
 }
 
 /// Runs `filter` (the whole suite when empty) against the sim with a prefill pool of
-/// `prefill` tokens, with or without the fault.
-fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report) {
+/// `prefill` tokens, with or without the fault; the exit code, the verified report and
+/// the transcript.
+fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report, Vec<u8>) {
     let tmp = TempDir::new("incident");
     let mut flags = vec![
         "--context",
@@ -64,13 +65,52 @@ fn run(prefill: &str, fault: bool, filter: &[&str]) -> (Option<i32>, Report) {
         crate::common::output(&mut cmd)
     };
     assert!(matches!(code, Some(0 | 1)), "{stdout}\n{stderr}");
-    (code, report_of(&run_dir))
+    let transcript = std::fs::read(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    (code, report_of(&run_dir), transcript)
+}
+
+/// The whole suite's transcript at a million tokens of context is small enough to mail
+/// (its long prompts recorded by reference) and reads back; a changed byte of a
+/// prompt's recipe is refused by the reader, and by `verify` with the chain.
+fn assert_mailable(transcript: &[u8]) {
+    assert!(transcript.len() < 5_000_000, "{} bytes", transcript.len());
+    let text = std::str::from_utf8(transcript).unwrap();
+    let referenced: Vec<&str> = text.lines().filter(|l| l.contains("{\"generated\":{")).collect();
+    assert!(
+        referenced.len() >= 20,
+        "{} lines hold a prompt by reference",
+        referenced.len()
+    );
+    let lines: Vec<_> = tenantcheck::transcript::lines(transcript).collect();
+    assert!(lines.iter().all(Result::is_ok));
+    // The longest prompt read back is as long as a prompt at the context must be.
+    let longest = lines
+        .into_iter()
+        .filter_map(|l| match l.unwrap() {
+            tenantcheck::transcript::Line::Exchange { exchange, .. } => Some(exchange.request.body?.to_string().len()),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert!(longest > 3_000_000, "{longest}");
+    let line = referenced[0];
+    let at = line.find("\"seed\":").unwrap() + "\"seed\":".len();
+    let digit = line.as_bytes()[at];
+    let changed = format!(
+        "{}{}{}",
+        &line[..at],
+        if digit == b'1' { '2' } else { '1' },
+        &line[at + 1..]
+    );
+    let e = tenantcheck::transcript::Line::parse(changed.as_bytes()).unwrap_err();
+    assert!(e.contains("recorded by reference"), "{e}");
 }
 
 #[test]
 fn reject_continue_at_the_incidents_numbers_is_caught_with_the_leaked_canaries() {
-    let (code, report) = run("681280", true, &[]);
+    let (code, report, transcript) = run("681280", true, &[]);
     assert_eq!(code, Some(1));
+    assert_mailable(&transcript);
     let verdict = |id: &str| report.cases.iter().find(|c| c.id == id).unwrap().outcome.verdict;
     assert_eq!(verdict("isolation.canary-residue"), Verdict::Fail);
     assert_eq!(verdict("context.recall"), Verdict::Fail);
@@ -100,13 +140,14 @@ fn reject_continue_at_the_incidents_numbers_is_caught_with_the_leaked_canaries()
 
 #[test]
 fn with_pools_as_large_as_the_context_the_whole_suite_passes() {
-    let (code, report) = run(CONTEXT, false, &[]);
+    let (code, report, transcript) = run(CONTEXT, false, &[]);
     assert_eq!(code, Some(0), "{:?}", report.cases);
+    assert_mailable(&transcript);
 }
 
 #[test]
 fn the_same_deployment_without_the_fault_refuses_honestly_and_passes() {
-    let (code, report) = run("681280", false, &["--exact", "context.boundary"]);
+    let (code, report, _) = run("681280", false, &["--exact", "context.boundary"]);
     assert_eq!(code, Some(0), "{:?}", report.cases);
     let case = report.cases.iter().find(|c| c.id == "context.boundary").unwrap();
     assert_eq!(case.outcome.verdict, Verdict::Pass);

@@ -45,6 +45,7 @@ pub mod outcome;
 pub mod policy;
 pub mod profile;
 pub mod prompt;
+pub mod recipe;
 pub mod report;
 pub mod scan;
 pub mod shard;

@@ -28,7 +28,7 @@ pub struct PromptBuilder {
 }
 
 /// A text placed at a depth of the prompt: 0.0 at the start, 1.0 at the end.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Placed {
     /// Where, as a fraction of the filler.
     pub depth: f64,
@@ -95,31 +95,54 @@ impl PromptBuilder {
 
     /// A prompt of about `tokens` tokens: `head`, then filler with each of `placed` at
     /// its depth (on a sentence boundary), then `tail`; the filler drawn from `filler`.
+    ///
+    /// A long prompt's generator inputs are remembered ([`crate::recipe::remember`]),
+    /// so that the transcript can record it by reference.
     pub fn build(&self, tokens: u64, filler: &Filler, head: &str, placed: &[Placed], tail: &str) -> String {
-        let total = self.chars_for(tokens);
-        let fixed = head.len() + tail.len() + placed.iter().map(|p| p.text.len() + 2).sum::<usize>();
-        let room = total.saturating_sub(fixed);
-        let mut order: Vec<&Placed> = placed.iter().collect();
-        order.sort_by(|a, b| a.depth.total_cmp(&b.depth));
-        let mut out = String::with_capacity(total.max(fixed) + 128);
-        out.push_str(head);
-        let mut prose = Prose::new(filler);
-        let start = out.len();
-        for p in order {
-            let at = start + (p.depth.clamp(0.0, 1.0) * room as f64) as usize;
-            while out.len() < at {
-                prose.sentence(&mut out);
-            }
-            out.push_str(&p.text);
-            out.push(' ');
+        let chars = self.chars_for(tokens);
+        let text = write(chars, filler, head, placed, tail);
+        if text.len() >= crate::recipe::MIN_CHARS {
+            crate::recipe::remember(
+                &text,
+                crate::recipe::Recipe {
+                    chars,
+                    seed: filler.seed,
+                    marks: filler.marks.clone(),
+                    head: head.to_owned(),
+                    placed: placed.to_vec(),
+                    tail: tail.to_owned(),
+                },
+            );
         }
-        let end = start + room + fixed - head.len() - tail.len();
-        while out.len() < end {
+        text
+    }
+}
+
+/// [`PromptBuilder::build`]'s text of about `total` characters, not remembered: the
+/// generator itself, which a [`crate::recipe::Recipe`] runs again.
+pub(crate) fn write(total: usize, filler: &Filler, head: &str, placed: &[Placed], tail: &str) -> String {
+    let fixed = head.len() + tail.len() + placed.iter().map(|p| p.text.len() + 2).sum::<usize>();
+    let room = total.saturating_sub(fixed);
+    let mut order: Vec<&Placed> = placed.iter().collect();
+    order.sort_by(|a, b| a.depth.total_cmp(&b.depth));
+    let mut out = String::with_capacity(total.max(fixed) + 128);
+    out.push_str(head);
+    let mut prose = Prose::new(filler);
+    let start = out.len();
+    for p in order {
+        let at = start + (p.depth.clamp(0.0, 1.0) * room as f64) as usize;
+        while out.len() < at {
             prose.sentence(&mut out);
         }
-        out.push_str(tail);
-        out
+        out.push_str(&p.text);
+        out.push(' ');
     }
+    let end = start + room + fixed - head.len() - tail.len();
+    while out.len() < end {
+        prose.sentence(&mut out);
+    }
+    out.push_str(tail);
+    out
 }
 
 /// English sentences from patterns, driven by splitmix64.

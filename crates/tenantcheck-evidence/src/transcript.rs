@@ -8,7 +8,8 @@
 //! --resume`), naming the unfinished cases run again after it. Every line is redacted
 //! of the run's credentials before it is hashed and written, and is written with one
 //! `write` call, so an interrupted run keeps every line it finished and the chain up to
-//! it.
+//! it. A long prompt the suite generated is recorded by reference: its generator's
+//! inputs and the SHA-256 of the text sent, in place of the text ([`crate::recipe`]).
 //!
 //! [`lines`] reads it back (one typed [`Line`] per line); [`verify_chain`] checks the
 //! sequence numbers and the chain. The writer, which redacts every line with the run's
@@ -72,9 +73,16 @@ pub enum Line {
 }
 
 impl Line {
-    /// Reads one line (its bytes, without the newline).
+    /// Reads one line (its bytes, without the newline), with every prompt recorded by
+    /// reference regenerated and checked against its digest ([`crate::recipe`]).
     pub fn parse(bytes: &[u8]) -> Result<Line, String> {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+        let mut line: Line = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if let Line::Exchange { exchange, .. } = &mut line
+            && let Some(body) = exchange.request.body.as_mut()
+        {
+            crate::recipe::expand(body)?;
+        }
+        Ok(line)
     }
 }
 
