@@ -126,6 +126,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
                         prompt_tokens,
                         completion_tokens,
                         usd,
+                        counted_prompt_tokens: prompt_tokens,
                     }
                 }
             });
@@ -165,6 +166,7 @@ fn scaled(sent: Spent, requests: u64, max_tokens: u64, profile: &VendorProfile) 
     let per_request = sent.prompt_tokens.checked_div(sent.requests).unwrap_or(0);
     let prompt_tokens = per_request * requests;
     let completion_tokens = max_tokens * requests;
+    let counted = sent.counted_prompt_tokens.checked_div(sent.requests).unwrap_or(0) * requests;
     Spent {
         requests,
         prompt_tokens,
@@ -173,6 +175,7 @@ fn scaled(sent: Spent, requests: u64, max_tokens: u64, profile: &VendorProfile) 
             .prices
             .as_ref()
             .map_or(0.0, |p| p.cost(prompt_tokens, completion_tokens)),
+        counted_prompt_tokens: counted,
     }
 }
 
@@ -213,18 +216,21 @@ fn print(
     writeln!(out)?;
     writeln!(
         out,
-        "{:<34} {:>9} {:>14} {:>12} {:>10}",
-        "case", "requests", "prompt tokens", "completion", "USD"
+        "{:<34} {:>9} {:>14} {:>12} {:>10} {:>14} {:>8}",
+        "case", "requests", "prompt tokens", "completion", "USD", "vendor counted", "contexts"
     )?;
+    let contexts = |tokens: u64| tokens as f64 / profile.context_window.max(1) as f64;
     let line = |out: &mut dyn Write, name: &str, s: &Spent| {
         writeln!(
             out,
-            "{:<34} {:>9} {:>14} {:>12} {:>10}",
+            "{:<34} {:>9} {:>14} {:>12} {:>10} {:>14} {:>8.2}",
             name,
             grouped(s.requests),
             grouped(s.prompt_tokens),
             grouped(s.completion_tokens),
-            usd(s)
+            usd(s),
+            grouped(s.counted_prompt_tokens),
+            contexts(s.counted_prompt_tokens)
         )
     };
     for row in rows {
@@ -247,6 +253,11 @@ fn print(
         } else {
             "four bytes a token: the profile names no tokenizer"
         }
+    )?;
+    writeln!(
+        out,
+        "vendor counted: the prompt tokens the reference vendor reported (what a vendor bills; prompts are sized by its counts, so a prompt at the context is one context whatever the tokenizer), in contexts of {} tokens",
+        grouped(profile.context_window)
     )?;
     match &profile.prices {
         Some(p) => writeln!(

@@ -87,6 +87,9 @@ pub struct Session {
     observer: std::sync::Arc<dyn crate::event::Observer>,
     budget: Budget,
     spent: std::sync::Mutex<Spent>,
+    /// Over the answers that reported usage: the budget's estimate of their prompts and
+    /// the vendor's count, to put a refused prompt in the vendor's tokens.
+    counts: std::sync::Mutex<(u64, u64)>,
     /// Every other tenant's canary found in any answer, by case: the net under every
     /// probe (which `probe::run` adds to its outcome).
     leaks: std::sync::Mutex<Vec<(String, crate::outcome::LeakEvidence)>>,
@@ -170,6 +173,10 @@ pub struct Spent {
     pub completion_tokens: u64,
     /// Estimated cost in US dollars, as [`Budget::usd`] counts it.
     pub usd: f64,
+    /// Prompt tokens as the vendor counted them (its `usage.prompt_tokens`), and as
+    /// `prompt_tokens` counts them where it reported none (a refusal): what it bills,
+    /// known only once it answered.
+    pub counted_prompt_tokens: u64,
 }
 
 impl std::ops::Add for Spent {
@@ -180,6 +187,7 @@ impl std::ops::Add for Spent {
             prompt_tokens: self.prompt_tokens + o.prompt_tokens,
             completion_tokens: self.completion_tokens + o.completion_tokens,
             usd: self.usd + o.usd,
+            counted_prompt_tokens: self.counted_prompt_tokens + o.counted_prompt_tokens,
         }
     }
 }
@@ -193,6 +201,7 @@ impl std::ops::Sub for Spent {
             prompt_tokens: self.prompt_tokens - o.prompt_tokens,
             completion_tokens: self.completion_tokens - o.completion_tokens,
             usd: self.usd - o.usd,
+            counted_prompt_tokens: self.counted_prompt_tokens - o.counted_prompt_tokens,
         }
     }
 }
@@ -275,6 +284,7 @@ impl Session {
             observer: std::sync::Arc::new(crate::event::Nobody),
             budget: Budget::default(),
             spent: Default::default(),
+            counts: Default::default(),
             leaks: Default::default(),
             stop: tokio::sync::watch::channel(None).1,
             cut: Default::default(),
@@ -782,6 +792,7 @@ impl Session {
                 }
             };
             let wait = retry_after(&exchange, attempt);
+            self.count(prompt_tokens, &exchange);
             let sent = self.record(case, recorded_as, exchange)?;
             self.note_refusal(recorded_as, expect, sent.seq, &sent.exchange);
             // The refusal that stops the run cuts its own case short too: an answer
@@ -805,6 +816,26 @@ impl Session {
                 _ => return Ok(sent),
             }
         }
+    }
+
+    /// Adds a request's prompt, as the vendor counted it, to [`Spent::counted_prompt_tokens`]:
+    /// its `usage.prompt_tokens`, or where it reported none (a refusal) the budget's
+    /// `estimate` scaled by the vendor's count over the estimate on the answers so far.
+    fn count(&self, estimate: u64, exchange: &Exchange) {
+        let reported = exchange.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
+        let counted = {
+            let mut counts = self.counts.lock().expect("count lock poisoned");
+            match reported {
+                Some(n) => {
+                    counts.0 += estimate;
+                    counts.1 += n;
+                    n
+                }
+                None if counts.0 > 0 => (u128::from(estimate) * u128::from(counts.1) / u128::from(counts.0)) as u64,
+                None => estimate,
+            }
+        };
+        self.spent.lock().expect("budget lock poisoned").counted_prompt_tokens += counted;
     }
 
     /// How a successful stream breaks the vendor API's event grammar (see

@@ -2,12 +2,16 @@
 //! tenant, at any prompt length up to the advertised context.
 //!
 //! For each tenant in turn as the *seeder*, with the next one as the *prober*, and for
-//! each length on the case's ladder (fractions of the usable context):
+//! each length on the case's ladder (fractions of the usable context, and a rung either
+//! side of each KV pool the profile declares below the context, where admission
+//! breaks: [`ladder`]):
 //!
-//! 1. the seeder sends a prompt of about that length that opens with its own canary
-//!    records and holds more at depths in prose filler, so the vendor's caches and KV
-//!    pages hold them;
-//! 2. the prober at once sends a prompt of the same shape with *its* canaries,
+//! 1. the seeder sends a short prompt (at most half the rung's length, and at most the
+//!    lowest rung: [`seed_length`]) that opens with its own canary records and holds
+//!    more at depths in prose filler, so the vendor's caches and KV pages hold them; a
+//!    short prompt is what a node that drops the writes of long prompts still stores,
+//!    and the ladder costs its probers' prompts, not twice them;
+//! 2. the prober at once sends a prompt of the rung's length with *its* canaries,
 //!    streaming on every other rung, so a mis-admitted request finds the seeder's
 //!    residue to read.
 //!
@@ -57,7 +61,7 @@ use std::collections::{BTreeMap, BTreeSet};
 #[serde(deny_unknown_fields)]
 pub struct CanaryResidueParams {
     /// Prompt lengths, as fractions of the usable context (the advertised context less
-    /// `max_tokens` and a small margin), ascending, each in (0, 1].
+    /// `max_tokens` and a margin of 1%), ascending, each in (0, 1].
     #[serde(default = "default_lengths")]
     pub lengths: Vec<f64>,
     /// Tokens each request asks for.
@@ -83,6 +87,16 @@ pub struct CanaryResidueParams {
     /// `max_unseen` (see [`crate::nodes::NodeCoverage`]). 0: none.
     #[serde(default = "default_node_pairs")]
     pub node_pairs: u32,
+    /// Where the profile declares a node's KV pool smaller than the context (its
+    /// `[declared]` nodes), a rung this far below it and one this far above it, as a
+    /// fraction of the pool: admission breaks at a pool, so the ladder spends there.
+    /// 0: no such rungs.
+    #[serde(default = "default_pool_margin")]
+    pub pool_margin: f64,
+}
+
+fn default_pool_margin() -> f64 {
+    0.03
 }
 
 fn default_node_pairs() -> u32 {
@@ -98,7 +112,7 @@ fn default_min_power() -> f64 {
 }
 
 fn default_lengths() -> Vec<f64> {
-    vec![0.02, 0.1, 0.3, 0.6, 1.0]
+    vec![0.02, 0.1, 0.3, 1.0]
 }
 
 fn default_max_tokens() -> u32 {
@@ -142,6 +156,9 @@ impl CanaryResidueParams {
                 ),
             );
         }
+        if !(0.0..0.5).contains(&self.pool_margin) {
+            return invalid("pool_margin", format!("is {}; give a fraction in [0, 0.5)", self.pool_margin));
+        }
         if !(self.min_power > 0.0 && self.min_power < 1.0) {
             return invalid("min_power", "must be in (0, 1): a power of 1 is never measured".into());
         }
@@ -170,6 +187,14 @@ pub const TRIAL_PROMPTS: usize = 2;
 
 /// Tokens kept free for the chat template and the vendor's own additions.
 const TEMPLATE_MARGIN: u64 = 32;
+
+/// The longest prompt the ladder aims for: the context less the answer and a margin
+/// for the template and for the sizing error of a tokenizer known only by its counts
+/// (1% of the context: each tenant's prose counts a little differently, and a top
+/// rung refused as over the context costs a whole context again).
+fn usable(context: u64, max_tokens: u32) -> u64 {
+    context.saturating_sub(u64::from(max_tokens) + TEMPLATE_MARGIN.max(context / 100))
+}
 
 /// Records at the head of a prompt (fewer in short prompts).
 const HEAD_RECORDS: usize = 16;
@@ -328,20 +353,15 @@ impl Run<'_> {
         }
         self.try_forms(&tenants).await?;
         let context = self.session.profile().context_window;
-        let usable = context.saturating_sub(u64::from(self.p.max_tokens) + TEMPLATE_MARGIN);
-        let targets: Vec<u64> = self
-            .p
-            .lengths
-            .iter()
-            .map(|f| ((f * usable as f64) as u64).max(64))
-            .collect();
+        let usable = usable(context, self.p.max_tokens);
+        let targets = ladder(self.p, self.session.profile(), usable);
         let top = *targets.last().expect("lengths is not empty");
         self.coverage.target_prompt_tokens = top;
         let mut reach = Reach::new();
         for (i, seeder) in tenants.iter().enumerate() {
             let prober = &tenants[(i + 1) % tenants.len()];
             for (rung, &target) in targets.iter().enumerate() {
-                self.send_records(seeder, target, false, false).await?;
+                self.send_records(seeder, seed_length(&targets, target), false, false).await?;
                 let got = self.send_records(prober, target, rung % 2 == 1, true).await?;
                 if rung + 1 == targets.len() {
                     reach.insert(prober.clone(), got.unwrap_or(0));
@@ -350,7 +370,7 @@ impl Run<'_> {
         }
         let reached = reach.values().all(|&got| got as f64 >= self.p.min_reach * top as f64);
         if reached {
-            self.top_up(&tenants, top).await?;
+            self.top_up(&tenants, seed_length(&targets, top), top).await?;
             // Each pinned pair's seeder writes a short prompt (one a node that drops
             // long prompts' writes still stores), its prober reads at the top.
             let seed = targets.iter().copied().filter(|&t| t <= top / 5).max().unwrap_or(targets[0]);
@@ -363,7 +383,7 @@ impl Run<'_> {
     /// power falls short, when the projection says the pairs can lift it: exposures
     /// are spent at the longest prompts, where the failures this case looks for live
     /// (a short exposure says nothing about a prompt past a KV pool).
-    async fn top_up(&mut self, tenants: &[String], top: u64) -> Result<(), SessionError> {
+    async fn top_up(&mut self, tenants: &[String], seed: u64, top: u64) -> Result<(), SessionError> {
         let power = self.power();
         if power.suffices() || self.p.extra_exposures == 0 {
             return Ok(());
@@ -380,7 +400,7 @@ impl Run<'_> {
         for n in 0..self.p.extra_exposures as usize {
             let seeder = &tenants[n % tenants.len()];
             let prober = &tenants[(n + 1) % tenants.len()];
-            self.send_records(seeder, top, false, false).await?;
+            self.send_records(seeder, seed, false, false).await?;
             let got = self.send_records(prober, top, n % 2 == 1, true).await?;
             spent += 1;
             if got.is_none() || self.power().suffices() {
@@ -892,22 +912,48 @@ pub const PRIMES_PER_PAIR: u32 = 16;
 /// `extra_exposures` seeder-and-prober pairs at the top rung, and `node_pairs` more
 /// where the profile has a `[fleet]` (for `--plan`).
 pub fn ceiling(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile) -> (u64, u64) {
-    let usable = profile
-        .context_window
-        .saturating_sub(u64::from(p.max_tokens) + TEMPLATE_MARGIN);
+    let usable = usable(profile.context_window, p.max_tokens);
     let top = (p.lengths.last().copied().unwrap_or(1.0) * usable as f64) as u64;
     let node_pairs = if profile.fleet.is_some() { p.node_pairs } else { 0 };
-    let requests = 2 * u64::from(p.extra_exposures + node_pairs);
-    // Where the router ignores the pin, each node pair may be preceded by seeds (at
-    // most a fifth of the top length each).
+    let pairs = u64::from(p.extra_exposures + node_pairs);
+    // Each pair's seed is short: at most the lowest rung, a node pair's at most a
+    // fifth of the top length; where the router ignores the pin, each node pair may be
+    // preceded by seeds as long.
     let primes = u64::from(node_pairs) * u64::from(PRIMES_PER_PAIR);
-    (requests + primes, requests * top + primes * (top / 5))
+    (2 * pairs + primes, pairs * (top + top / 5) + primes * (top / 5))
+}
+
+/// The rungs, in tokens, ascending: `lengths` of the usable context, and a rung either
+/// side of each declared KV pool below it ([`CanaryResidueParams::pool_margin`]).
+pub fn ladder(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile, usable: u64) -> Vec<u64> {
+    let mut targets: Vec<u64> = p.lengths.iter().map(|f| ((f * usable as f64) as u64).max(64)).collect();
+    let top = targets.last().copied().unwrap_or(usable);
+    if p.pool_margin > 0.0 {
+        let pools = profile.declared.iter().flat_map(|d| &d.nodes).map(|n| n.kv_pool_tokens);
+        for pool in pools.filter(|&pool| pool < top) {
+            let (below, above) = (pool as f64 * (1.0 - p.pool_margin), pool as f64 * (1.0 + p.pool_margin));
+            targets.push((below as u64).max(64));
+            targets.push((above as u64).min(top));
+        }
+    }
+    targets.sort_unstable();
+    targets.dedup();
+    targets
+}
+
+/// How long the seeder's prompt before a prober's prompt of `target` tokens is: at most
+/// half of it, and at most the lowest rung. A short seed is what a node that drops the
+/// writes of long prompts (the 2026 incident's engine) still stores, the same rule by
+/// which a fleet's exposures count ([`crate::nodes::counts`]); and the ladder's cost is
+/// then its probers' prompts, not twice them.
+pub fn seed_length(targets: &[u64], target: u64) -> u64 {
+    (target / 2).min(targets.first().copied().unwrap_or(target)).max(64)
 }
 
 /// The power `extra` more seeder-and-prober pairs at the top band would give, were the
 /// echo rate of their answers the one measured so far over every band (the top band's
-/// own few answers are too noisy to project from): the top band gains `2 * extra`
-/// answers, `extra` exposures, and echoes at that rate.
+/// own few answers are too noisy to project from): the top band gains `extra` answers
+/// (the probers'; the seeds are short), `extra` exposures, and echoes at that rate.
 pub fn top_up_projection(power: &Power, extra: u32) -> f64 {
     let (echoed, answers) = power
         .bands
@@ -919,7 +965,8 @@ pub fn top_up_projection(power: &Power, extra: u32) -> f64 {
     if answers == 0 {
         return power.power;
     }
-    let more = 2 * extra as usize;
+    // The pairs' seeds are short: only the probers' answers join the top band.
+    let more = extra as usize;
     let echoes = (more * echoed) / answers;
     let n = (top.answers.len() + more) as u64;
     let k = (top.echoed.len() + echoes) as u64;
@@ -996,6 +1043,41 @@ mod tests {
             .map(|(i, &(e, a, x))| EchoBand::new(100 * (i as u64 + 1), seq(a), seq(e), seq(x)))
             .collect();
         Power::of(CONTROL.into(), bands, 0.99)
+    }
+
+    fn params() -> CanaryResidueParams {
+        toml::from_str("").unwrap()
+    }
+
+    #[test]
+    fn the_ladder_adds_a_rung_either_side_of_each_declared_pool_below_the_top() {
+        // The embedded sim declares one pool of 16,384 tokens, for two contexts.
+        let mut profile = crate::vendor::embedded_sim();
+        let p = params();
+        let rungs_of = |usable: u64| -> Vec<u64> { p.lengths.iter().map(|f| ((f * usable as f64) as u64).max(64)).collect() };
+        assert_eq!(ladder(&p, &profile, 8_000), rungs_of(8_000), "a pool above the top adds nothing");
+        let usable = 1_000_000;
+        let plain = rungs_of(usable);
+        let declared = profile.declared.as_mut().unwrap();
+        declared.nodes[0].kv_pool_tokens = 681_280;
+        let rungs = ladder(&p, &profile, usable);
+        assert!(rungs.contains(&660_841) && rungs.contains(&701_718), "{rungs:?}");
+        assert_eq!(rungs.len(), plain.len() + 2);
+        assert!(rungs.windows(2).all(|w| w[0] < w[1]) && *rungs.last().unwrap() == 1_000_000);
+        let none = CanaryResidueParams { pool_margin: 0.0, ..params() };
+        assert_eq!(ladder(&none, &profile, usable), plain);
+    }
+
+    #[test]
+    fn a_seed_is_at_most_half_its_probe_and_at_most_the_lowest_rung() {
+        let rungs = [20_000, 100_000, 300_000, 1_000_000];
+        assert_eq!(seed_length(&rungs, 20_000), 10_000);
+        for &rung in &rungs[1..] {
+            assert_eq!(seed_length(&rungs, rung), 20_000);
+            // So every probe after its seed is an exposure by the fleet's rule too.
+            assert!(crate::nodes::counts(Some(("a", 4 * 20_000)), "b", 4 * rung as usize));
+        }
+        assert_eq!(seed_length(&[100], 100), 64, "never below a few records");
     }
 
     #[test]

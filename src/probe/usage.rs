@@ -39,7 +39,7 @@ pub struct UsageParams {
 }
 
 fn default_lengths() -> Vec<f64> {
-    vec![0.05, 0.4]
+    vec![0.02, 0.2]
 }
 fn default_tolerance() -> f64 {
     0.1

@@ -183,7 +183,14 @@ pub fn verified(run_dir: &Path) -> tenantcheck::report::Report {
 pub fn transcript_exchanges(run_dir: &Path) -> std::collections::BTreeMap<u64, serde_json::Value> {
     let text = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
     text.lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|l| {
+            let mut v = serde_json::from_str::<serde_json::Value>(l).unwrap();
+            // Prompts recorded by reference, as the one reader gives them back.
+            if let Some(body) = v.pointer_mut("/exchange/request/body") {
+                tenantcheck::recipe::expand(body).unwrap();
+            }
+            v
+        })
         .filter(|v| v["kind"] == "exchange")
         .map(|v| (v["seq"].as_u64().unwrap(), v))
         .collect()
