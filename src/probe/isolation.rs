@@ -6,11 +6,11 @@
 //! side of each KV pool the profile declares below the context, where admission
 //! breaks: [`ladder`]):
 //!
-//! 1. the seeder sends a short prompt (at most half the rung's length, and at most the
-//!    lowest rung: [`seed_length`]) that opens with its own canary records and holds
-//!    more at depths in prose filler, so the vendor's caches and KV pages hold them; a
-//!    short prompt is what a node that drops the writes of long prompts still stores,
-//!    and the ladder costs its probers' prompts, not twice them;
+//! 1. the seeder sends a shorter prompt (the longest rung at most half the rung's
+//!    length: [`seed_length`]) that opens with its own canary records and holds more at
+//!    depths in prose filler, so the vendor's caches and KV pages hold them; a shorter
+//!    prompt is what a node that drops the writes of long prompts still stores, and the
+//!    ladder costs its probers' prompts and a fraction of them, not twice them;
 //! 2. the prober at once sends a prompt of the rung's length with *its* canaries,
 //!    streaming on every other rung, so a mis-admitted request finds the seeder's
 //!    residue to read.
@@ -250,6 +250,7 @@ pub async fn canary_residue(p: &CanaryResidueParams, case: &str, session: &Sessi
         responses: 0,
         notes: Vec::new(),
         builder: PromptBuilder::default(),
+        by_tenant: BTreeMap::new(),
         prompts: 0,
         issued: BTreeMap::new(),
         controls: BTreeMap::new(),
@@ -288,6 +289,10 @@ struct Run<'a> {
     responses: u64,
     notes: Vec<String>,
     builder: PromptBuilder,
+    /// Each tenant's own ratio, learnt from its own prompts: tenants' prose counts a
+    /// little differently (their marks differ), and a top rung sized by the other
+    /// tenant's ratio can land past the context.
+    by_tenant: BTreeMap<String, PromptBuilder>,
     /// Prompts built so far (each gets its own filler seed).
     prompts: u32,
     /// The canaries issued to each tenant in this case.
@@ -380,34 +385,63 @@ impl Run<'_> {
     }
 
     /// More seeder-and-prober pairs at the top rung, up to `extra_exposures`, while the
-    /// power falls short, when the projection says the pairs can lift it: exposures
-    /// are spent at the longest prompts, where the failures this case looks for live
-    /// (a short exposure says nothing about a prompt past a KV pool).
+    /// power falls short, when the projection says the pairs can lift it and the top
+    /// rung is not blind beyond chance, or while every long answer held content no
+    /// prompt of the run held and more could establish that it rises with length:
+    /// exposures are spent at the longest prompts, where the failures this case looks
+    /// for live (a short exposure says nothing about a prompt past a KV pool).
     async fn top_up(&mut self, tenants: &[String], seed: u64, top: u64) -> Result<(), SessionError> {
-        let power = self.power();
-        if power.suffices() || self.p.extra_exposures == 0 {
+        let extra = self.p.extra_exposures;
+        // A leak decides the case: no exposure can undo it.
+        if extra == 0 || !self.leaks.is_empty() {
             return Ok(());
         }
-        let projected = top_up_projection(&power, self.p.extra_exposures);
-        if projected < self.p.min_power {
-            self.notes.push(format!(
-                "{} more exposures at the top rung were not spent: at the echo rate measured so far they would give a power of only {projected:.4}",
-                self.p.extra_exposures
-            ));
-            return Ok(());
+        let power = self.power();
+        // Foreign content in every long answer so far, not yet a significant rise:
+        // exposures at the top decide it.
+        let suspected = power.foreign_undecided(extra as usize);
+        if !suspected {
+            if power.suffices() {
+                return Ok(());
+            }
+            if power.blind_at_the_top_beyond_chance() {
+                self.notes.push(
+                    "no answer at the top rung read its own content back, more often than chance explains: more exposures there were not spent"
+                        .into(),
+                );
+                return Ok(());
+            }
+            let projected = top_up_projection(&power, extra);
+            if projected < self.p.min_power {
+                self.notes.push(format!(
+                    "{extra} more exposures at the top rung were not spent: at the echo rate measured so far they would give a power of only {projected:.4}"
+                ));
+                return Ok(());
+            }
         }
         let mut spent = 0;
-        for n in 0..self.p.extra_exposures as usize {
+        for n in 0..extra as usize {
             let seeder = &tenants[n % tenants.len()];
             let prober = &tenants[(n + 1) % tenants.len()];
             self.send_records(seeder, seed, false, false).await?;
             let got = self.send_records(prober, top, n % 2 == 1, true).await?;
             spent += 1;
-            if got.is_none() || self.power().suffices() {
+            let power = self.power();
+            let left = (extra - spent) as usize;
+            let wanted =
+                power.foreign_undecided(left) || !(power.suffices() || power.blind_at_the_top_beyond_chance());
+            if got.is_none() || !self.leaks.is_empty() || !wanted {
                 break;
             }
         }
-        self.notes.push(format!("{spent} more exposures spent at the top rung"));
+        self.notes.push(format!(
+            "{spent} more exposures spent at the top rung{}",
+            if suspected {
+                ", where every long answer held content no prompt of the run held"
+            } else {
+                ""
+            }
+        ));
         self.extra_spent = spent;
         Ok(())
     }
@@ -581,7 +615,7 @@ impl Run<'_> {
         match ex.usage {
             Some(u) if u.prompt_tokens > 0 => {
                 let counted = self.session.local_tokens(&prompt).unwrap_or(u.prompt_tokens);
-                self.learn_ratio(prompt.len(), counted)
+                self.learn_ratio(tenant, prompt.len(), counted)
             }
             _ => self
                 .notes
@@ -592,7 +626,9 @@ impl Run<'_> {
 
     /// Learns characters per token from a processed prompt, within the bounds real
     /// tokenizers keep, so that a vendor misreporting usage cannot blow prompts up.
-    fn learn_ratio(&mut self, chars: usize, tokens: u64) {
+    fn learn_ratio(&mut self, tenant: &str, chars: usize, tokens: u64) {
+        let own = self.by_tenant.entry(tenant.to_owned()).or_insert_with(|| self.builder.clone());
+        own.learn(chars, tokens);
         if !self.builder.learn(chars, tokens) {
             self.notes.push(format!(
                 "the vendor counted {tokens} prompt tokens for {chars} characters, outside any real tokenizer's range ({MIN_CHARS_PER_TOKEN}-{MAX_CHARS_PER_TOKEN} characters per token); the count was not used for sizing"
@@ -641,7 +677,7 @@ impl Run<'_> {
                     Some(u) if u.prompt_tokens > 0 => {
                         // Longer prompts calibrate better: the template's overhead counts less.
                         let counted = self.session.local_tokens(&prompt).unwrap_or(u.prompt_tokens);
-                        self.learn_ratio(prompt.len(), counted);
+                        self.learn_ratio(tenant, prompt.len(), counted);
                         counted
                     }
                     _ => self.builder.tokens_for(prompt.len()),
@@ -688,6 +724,7 @@ impl Run<'_> {
     /// in the tenant's marked prose filler.
     fn prompt(&mut self, tenant: &str, size: PromptSize) -> String {
         let session = self.session;
+        let builder = self.by_tenant.get(tenant).unwrap_or(&self.builder).clone();
         let next = self.next_index.entry(tenant.to_owned()).or_insert(0);
         let issued = self.issued.entry(tenant.to_owned()).or_default();
         let mut issue = || {
@@ -710,7 +747,7 @@ impl Run<'_> {
         let (head_records, tokens) = match size {
             PromptSize::Items(n) => (n, None),
             PromptSize::Tokens(t) => {
-                let budget = self.builder.chars_for(t) / 2;
+                let budget = builder.chars_for(t) / 2;
                 ((budget / RECORD_CHARS).clamp(1, HEAD_RECORDS), Some(t))
             }
         };
@@ -721,7 +758,7 @@ impl Run<'_> {
         match tokens {
             None => head + &tail,
             Some(t) => {
-                let room = self.builder.chars_for(t).saturating_sub(head.len());
+                let room = builder.chars_for(t).saturating_sub(head.len());
                 let placed_count = if room > 4 * PLACED_RECORDS * RECORD_CHARS {
                     PLACED_RECORDS
                 } else {
@@ -735,7 +772,7 @@ impl Run<'_> {
                     .collect();
                 self.prompts += 1;
                 let filler = session.secret().filler(tenant, self.case, self.prompts);
-                self.builder.build(t, &filler, &head, &placed, &tail)
+                builder.build(t, &filler, &head, &placed, &tail)
             }
         }
     }
@@ -916,11 +953,11 @@ pub fn ceiling(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile) 
     let top = (p.lengths.last().copied().unwrap_or(1.0) * usable as f64) as u64;
     let node_pairs = if profile.fleet.is_some() { p.node_pairs } else { 0 };
     let pairs = u64::from(p.extra_exposures + node_pairs);
-    // Each pair's seed is short: at most the lowest rung, a node pair's at most a
-    // fifth of the top length; where the router ignores the pin, each node pair may be
-    // preceded by seeds as long.
+    // Each pair's seed is at most half the top length (a node pair's at most a fifth);
+    // where the router ignores the pin, each node pair may be preceded by seeds of a
+    // fifth.
     let primes = u64::from(node_pairs) * u64::from(PRIMES_PER_PAIR);
-    (2 * pairs + primes, pairs * (top + top / 5) + primes * (top / 5))
+    (2 * pairs + primes, pairs * (top + top / 2) + primes * (top / 5))
 }
 
 /// The rungs, in tokens, ascending: `lengths` of the usable context, and a rung either
@@ -941,13 +978,22 @@ pub fn ladder(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile, u
     targets
 }
 
-/// How long the seeder's prompt before a prober's prompt of `target` tokens is: at most
-/// half of it, and at most the lowest rung. A short seed is what a node that drops the
-/// writes of long prompts (the 2026 incident's engine) still stores, the same rule by
-/// which a fleet's exposures count ([`crate::nodes::counts`]); and the ladder's cost is
-/// then its probers' prompts, not twice them.
+/// How long the seeder's prompt before a prober's prompt of `target` tokens is: the
+/// longest rung at most half of it (half of it below the lowest rung). At most half,
+/// because a short seed is what a node that drops the writes of long prompts (the 2026
+/// incident's engine) still stores, the rule by which a fleet's exposures count
+/// ([`crate::nodes::counts`]); the longest such rung, because a seed that fills more
+/// pages leaves more residue for a long prompt that reads stale pages to find, and its
+/// answer joins that rung's controls.
 pub fn seed_length(targets: &[u64], target: u64) -> u64 {
-    (target / 2).min(targets.first().copied().unwrap_or(target)).max(64)
+    let half = target / 2;
+    targets
+        .iter()
+        .copied()
+        .filter(|&t| t <= half)
+        .max()
+        .unwrap_or(half)
+        .max(64)
 }
 
 /// The power `extra` more seeder-and-prober pairs at the top band would give, were the
@@ -1069,13 +1115,13 @@ mod tests {
     }
 
     #[test]
-    fn a_seed_is_at_most_half_its_probe_and_at_most_the_lowest_rung() {
+    fn a_seed_is_the_longest_rung_at_most_half_its_probe() {
         let rungs = [20_000, 100_000, 300_000, 1_000_000];
         assert_eq!(seed_length(&rungs, 20_000), 10_000);
-        for &rung in &rungs[1..] {
-            assert_eq!(seed_length(&rungs, rung), 20_000);
+        for (&seed, &rung) in rungs.iter().zip(&rungs[1..]) {
+            assert_eq!(seed_length(&rungs, rung), seed);
             // So every probe after its seed is an exposure by the fleet's rule too.
-            assert!(crate::nodes::counts(Some(("a", 4 * 20_000)), "b", 4 * rung as usize));
+            assert!(crate::nodes::counts(Some(("a", 4 * seed as usize)), "b", 4 * rung as usize));
         }
         assert_eq!(seed_length(&[100], 100), 64, "never below a few records");
     }

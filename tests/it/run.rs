@@ -173,16 +173,23 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
         assert_eq!(finding.code, FindingCode::CrossTenantCanary);
         let leak = finding.leak.as_ref().unwrap();
         assert_ne!(leak.owner, leak.recipient);
-        assert!(finding.message.contains(&leak.canary_id));
         if leak.fragment == Fragment::Prose {
-            // The owner's prose: each mark matched is one of the owner's.
+            // The owner's prose (which a short seed leaves in the pages a long prompt
+            // reads): the message names it and the marks; each mark matched is one of
+            // the owner's.
             assert_eq!(leak.canary_id, format!("{}/prose", leak.owner));
+            assert!(
+                finding.message.contains(&format!("tenant {}'s prose", leak.owner)),
+                "{}",
+                finding.message
+            );
             let marks = secret.marks(&leak.owner).words;
             for word in leak.matched.split(", ") {
                 assert!(marks.iter().any(|m| m.eq_ignore_ascii_case(word)), "{word}");
             }
             continue;
         }
+        assert!(finding.message.contains(&leak.canary_id));
         // The canary re-derives from the revealed secret, and the match is part of it.
         let (owner, rest) = leak.canary_id.split_once('/').unwrap();
         let (case, index) = rest.rsplit_once('/').unwrap();
@@ -812,6 +819,9 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
     let exchanges = crate::common::transcript_exchanges(&run_dir);
     assert_eq!(exchanges.len() as f64, sent[0], "{stderr}");
     let mut by_case: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+    // Prompt tokens as the vendor counted them (its usage; the local count where it
+    // reported none), which the plan's "vendor counted" column foretells.
+    let mut counted: std::collections::BTreeMap<&str, f64> = Default::default();
     for line in exchanges.values() {
         let tokens: u64 = line["exchange"]["request"]["body"]["messages"]
             .as_array()
@@ -824,6 +834,8 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
         let entry = by_case.entry(line["case"].as_str().unwrap()).or_default();
         entry.0 += 1.0;
         entry.1 += tokens as f64;
+        let usage = line["exchange"]["usage"]["prompt_tokens"].as_u64().filter(|&n| n > 0);
+        *counted.entry(line["case"].as_str().unwrap()).or_default() += usage.unwrap_or(tokens) as f64;
     }
     assert_eq!(
         rows.len(),
@@ -843,9 +855,12 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
         }
         // Within 10%; prompt tokens also within 64, since requests the vendor must
         // refuse (errors.semantics) are counted at 4 tokens each, whatever their size.
+        // The embedded profile has no prices: the columns are requests, prompt tokens,
+        // completion, vendor counted, contexts.
         for (what, p, s, slack) in [
             ("requests", row[0], *requests, 0.0),
             ("prompt tokens", row[1], *tokens, 64.0),
+            ("prompt tokens the vendor counted", row[3], counted[case], 64.0),
         ] {
             assert!(
                 (p - s).abs() <= 0.1 * s + slack,
@@ -864,7 +879,10 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
         .find(|l| l.starts_with("usage.consistency"))
         .expect("the case's row");
     let cells = figures(row);
-    assert!(cells[1] > 500_000.0, "a prompt near the 1M-token context: {row}");
+    assert!(
+        cells[1] > 200_000.0,
+        "a prompt of a fifth of the 1M-token context: {row}"
+    );
     let usd = cells[1] * 0.40 / 1e6 + cells[2] * 1.60 / 1e6;
     assert!((cells[3] - usd).abs() < 0.006, "{row}: ${usd:.4}");
     assert!(!plan.contains("isolation.canary-residue"), "the filter applies: {plan}");

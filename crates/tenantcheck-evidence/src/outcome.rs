@@ -185,6 +185,33 @@ impl Power {
     /// some. A model that invents records at every length shows no rise; an engine
     /// that decodes long prompts from other customers' pages does.
     pub fn foreign_rise(&self) -> Option<ForeignRise> {
+        let (long, short) = self.foreign_counts()?;
+        if long.0 < Self::FOREIGN_MIN {
+            return None;
+        }
+        let p = fisher_greater(long.0, long.1, short.0, short.1);
+        (p <= Self::FOREIGN_ALPHA).then_some(ForeignRise { long, short, p })
+    }
+
+    /// Whether foreign content is suspected and not yet decided: every long answer so
+    /// far held some, no rise is established, and `extra` more long answers, were each
+    /// to hold some too, would establish it. Exposures at the top are then worth
+    /// spending to decide it; one clean long answer ends the suspicion.
+    pub fn foreign_undecided(&self, extra: usize) -> bool {
+        let Some((long, short)) = self.foreign_counts() else {
+            return false;
+        };
+        let (k, n) = (long.0 + extra, long.1 + extra);
+        long.0 > 0
+            && long.0 == long.1
+            && self.foreign_rise().is_none()
+            && k >= Self::FOREIGN_MIN
+            && fisher_greater(k, n, short.0, short.1) <= Self::FOREIGN_ALPHA
+    }
+
+    /// (with foreign content, answers) among the long answers and the short ones, as
+    /// [`Power::foreign_rise`] counts them.
+    fn foreign_counts(&self) -> Option<((usize, usize), (usize, usize))> {
         let (first, top) = (self.bands.first()?, self.bands.last()?);
         let mut short = (first.foreign.len(), first.answers.len());
         for t in &self.trials {
@@ -196,11 +223,7 @@ impl Power {
             long.0 += b.foreign.len();
             long.1 += b.answers.len();
         }
-        if long.0 < Self::FOREIGN_MIN {
-            return None;
-        }
-        let p = fisher_greater(long.0, long.1, short.0, short.1);
-        (p <= Self::FOREIGN_ALPHA).then_some(ForeignRise { long, short, p })
+        Some((long, short))
     }
 
     /// The confidence of each band's lower bound on its echo rate.
@@ -229,9 +252,35 @@ impl Power {
         self
     }
 
-    /// Whether the case could have seen what it looks for.
+    /// Whether the case could have seen what it looks for: the power reaches
+    /// `min_power`, and the longest band's own answers read something back. Power
+    /// bought at short lengths alone says nothing about the longest prompts, where
+    /// prompts past a KV pool fail (a vendor that answers every long prompt empty would
+    /// otherwise pass on its short ones).
     pub fn suffices(&self) -> bool {
-        self.power >= self.min_power
+        self.power >= self.min_power && self.bands.last().is_none_or(|b| !b.echoed.is_empty())
+    }
+
+    /// Whether the longest band's answers read nothing back (the power, whatever its
+    /// figure, then does not suffice).
+    pub fn blind_at_the_top(&self) -> bool {
+        self.bands.last().is_some_and(|b| b.echoed.is_empty())
+    }
+
+    /// Whether the longest band read nothing back in so many answers that chance does
+    /// not explain it: at the echo rate of every band together (its 95% lower bound),
+    /// so many misses in a row have a chance of at most 1%. More exposures there are
+    /// then not worth spending; fewer misses may be a forgetful model's bad luck.
+    pub fn blind_at_the_top_beyond_chance(&self) -> bool {
+        let Some(top) = self.bands.last().filter(|b| b.echoed.is_empty()) else {
+            return false;
+        };
+        let (echoed, answers) = self
+            .bands
+            .iter()
+            .fold((0, 0), |(e, a), b| (e + b.echoed.len(), a + b.answers.len()));
+        let rate = lower_bound(echoed as u64, answers as u64, 1.0 - Self::CONFIDENCE);
+        rate <= 0.0 || (1.0 - rate).powi(top.answers.len() as i32) <= 0.01
     }
 
     /// The figures, in words: per band echoes over answers, exposures, and the power.
@@ -258,10 +307,15 @@ impl Power {
             None => String::new(),
         };
         format!(
-            "{form}own content read back in {}; {exposures} exposures; power {:.4} (needs {})",
+            "{form}own content read back in {}; {exposures} exposures; power {:.4} (needs {}){}",
             bands.join(", "),
             self.power,
-            self.min_power
+            self.min_power,
+            if self.blind_at_the_top() {
+                ", and nothing was read back at the longest length"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -626,5 +680,16 @@ mod tests {
         let low = 0.05f64.powf(0.25);
         assert!((p.power - (1.0 - (1.0 - low).powi(4))).abs() < 1e-12);
         assert!(!Power::of("c".into(), vec![band(0, 4, 2)], 0.99).suffices());
+        // Power from short bands alone, with the longest band reading nothing back,
+        // does not suffice, whatever its figure.
+        let many = |tokens: u64, echoed: usize, answers: usize, exposed: usize| {
+            let seq = |n: usize| (0..n as u64).collect::<Vec<_>>();
+            EchoBand::new(tokens, seq(answers), seq(echoed), seq(exposed))
+        };
+        let blind = Power::of("c".into(), vec![many(100, 20, 20, 10), many(1_000, 0, 2, 2)], 0.99);
+        assert!(blind.power >= 0.99 && blind.blind_at_the_top() && !blind.suffices());
+        assert!(blind.describe().contains("nothing was read back at the longest length"));
+        let seen = Power::of("c".into(), vec![many(100, 20, 20, 10), many(1_000, 1, 2, 2)], 0.99);
+        assert!(seen.suffices());
     }
 }
