@@ -173,9 +173,10 @@ pub struct Spent {
     pub completion_tokens: u64,
     /// Estimated cost in US dollars, as [`Budget::usd`] counts it.
     pub usd: f64,
-    /// Prompt tokens as the vendor counted them (its `usage.prompt_tokens`), and as
-    /// `prompt_tokens` counts them where it reported none (a refusal): what it bills,
-    /// known only once it answered.
+    /// Prompt tokens as the vendor counted them (its `usage.prompt_tokens`); where it
+    /// reported none (a refusal), `prompt_tokens`' estimate scaled by the vendor's
+    /// count over the estimate on the answers so far: what it bills, known only once
+    /// it answered.
     pub counted_prompt_tokens: u64,
 }
 
