@@ -112,7 +112,7 @@ fn default_min_power() -> f64 {
 }
 
 fn default_lengths() -> Vec<f64> {
-    vec![0.02, 0.1, 0.3, 1.0]
+    vec![0.02, 0.1, 0.3, 0.6, 1.0]
 }
 
 fn default_max_tokens() -> u32 {
