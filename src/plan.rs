@@ -63,7 +63,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
         path: scratch.clone(),
         source,
     })?;
-    let result = (|| -> Result<Vec<PlanRow>, HarnessError> {
+    let result = (|| -> Result<(Vec<PlanRow>, Vec<(String, String, Vec<u64>)>), HarnessError> {
         let secret = RunSecret::derive(&crate::random_bytes::<32>(), &[]);
         let commitment = secret.commitment();
         let header = Header {
@@ -137,12 +137,12 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
             });
         }
         observer.on(&RunEvent::Finished);
-        Ok(rows)
+        Ok((rows, session.cited()))
     })();
     let _ = std::fs::remove_dir_all(&scratch);
     let _ = runtime.block_on(sim.shutdown());
-    let rows = result?;
-    let _ = print(out, &rows, &profile, &vendor_source, &opts);
+    let (rows, cited) = result?;
+    let _ = print(out, &rows, &cited, &profile, &vendor_source, &opts);
     Ok(RunResult {
         exit_code: exit::SUCCESS,
         run_dir: None,
@@ -201,6 +201,7 @@ fn grouped(n: u64) -> String {
 fn print(
     out: &mut dyn Write,
     rows: &[PlanRow],
+    cited: &[(String, String, Vec<u64>)],
     profile: &VendorProfile,
     source: &str,
     opts: &RunOptions,
@@ -254,6 +255,16 @@ fn print(
             "four bytes a token: the profile names no tokenizer"
         }
     )?;
+    let mut shared: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    for (judge, sender, lines) in cited {
+        *shared.entry((judge, sender)).or_default() += lines.len();
+    }
+    for ((judge, sender), n) in shared {
+        writeln!(
+            out,
+            "shared: {judge} judged {n} requests {sender} sent, counted in {sender} alone (a run draws its order: whichever of the two runs first sends them)"
+        )?;
+    }
     writeln!(
         out,
         "vendor counted: the prompt tokens the reference vendor reported (what a vendor bills; prompts are sized by its counts, so a prompt at the context is one context whatever the tokenizer), in contexts of {} tokens",

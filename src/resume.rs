@@ -74,17 +74,31 @@ impl Resumed {
         session.preload(&self.report.canaries);
         let bytes = std::fs::read(transcript)?;
         // The report was verified with this transcript before: every line reads.
+        // What came back in each exchange, for the cases that cited it later (the
+        // prompts are not kept: only answers are scanned).
+        let mut answers: std::collections::BTreeMap<u64, (String, crate::adapter::Exchange)> = Default::default();
         for line in crate::transcript::lines(&bytes).flatten() {
-            if let crate::transcript::Line::Exchange {
-                seq,
-                case,
-                tenant,
-                exchange,
-            } = line
-            {
-                if self.unfinished.contains(&case) {
-                    session.rescan(&case, &tenant, seq, &exchange);
+            match line {
+                crate::transcript::Line::Exchange {
+                    seq,
+                    case,
+                    tenant,
+                    mut exchange,
+                } => {
+                    if self.unfinished.contains(&case) {
+                        session.rescan(&case, &tenant, seq, &exchange);
+                    }
+                    exchange.request.body = None;
+                    answers.insert(seq, (tenant, *exchange));
                 }
+                crate::transcript::Line::Cite { case, cites } if self.unfinished.contains(&case) => {
+                    for seq in cites {
+                        if let Some((tenant, exchange)) = answers.get(&seq) {
+                            session.rescan(&case, tenant, seq, exchange);
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         Ok(())

@@ -104,6 +104,22 @@ pub struct Session {
     refused: std::sync::OnceLock<Refusal>,
     /// Every answer that redirected, by case: judged by `probe::run`.
     redirects: std::sync::Mutex<Vec<(String, Redirect)>>,
+    /// Requests more than one case judges, by what they are ([`Session::shared`]).
+    shared: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Shared>>>>,
+    /// Every citation so far: the case that judged, the case that sent, the lines.
+    cited: std::sync::Mutex<Vec<(String, String, Vec<u64>)>>,
+}
+
+/// Requests one case sent that later cases judge too: what the sender made of them
+/// and the lines they were recorded at.
+#[derive(Clone)]
+struct Shared {
+    /// The case that sent them.
+    case: String,
+    /// What the sender's probe keeps of them (a probe's own type).
+    value: Arc<dyn std::any::Any + Send + Sync>,
+    /// The exchanges, as recorded, with the tenant each was sent as.
+    sent: Vec<(String, Sent)>,
 }
 
 /// How the transcript names a request made with no credential.
@@ -292,6 +308,8 @@ impl Session {
             refusals: Default::default(),
             refused: Default::default(),
             redirects: Default::default(),
+            shared: Default::default(),
+            cited: Default::default(),
         }
     }
 
@@ -881,6 +899,77 @@ impl Session {
             total_ms: exchange.timings.total_ms,
         });
         Ok(Sent { seq, exchange })
+    }
+
+    /// Requests that more than one case judges, sent once: the first case to ask for
+    /// `key` runs `send` (its requests recorded as its own) and keeps what it returns;
+    /// a later case, or one waiting while the first sends, gets the same value, and
+    /// the transcript a `cite` line naming the exchanges, which count as its own from
+    /// then on: their leaks and redirects are its findings too. `key` must name
+    /// everything that decides what is sent and how it is judged; a value of another
+    /// type under the same key is a bug in tenantcheck. When `send` fails, nothing is
+    /// kept and the next case to ask sends again. Returns the value and, when another
+    /// case sent it, that case.
+    pub async fn shared<T, F, Fut>(&self, case: &str, key: &str, send: F) -> Result<(Arc<T>, Option<String>), SessionError>
+    where
+        T: std::any::Any + Send + Sync,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<(T, Vec<(String, Sent)>), SessionError>>,
+    {
+        let cell = self
+            .shared
+            .lock()
+            .expect("shared requests poisoned")
+            .entry(key.to_owned())
+            .or_default()
+            .clone();
+        let entry = cell
+            .get_or_try_init(|| async {
+                let (value, sent) = send().await?;
+                Ok::<_, SessionError>(Shared {
+                    case: case.to_owned(),
+                    value: Arc::new(value),
+                    sent,
+                })
+            })
+            .await?
+            .clone();
+        let value = entry
+            .value
+            .downcast::<T>()
+            .unwrap_or_else(|_| panic!("bug in tenantcheck: shared requests {key:?} kept as another type"));
+        if entry.case == case {
+            return Ok((value, None));
+        }
+        let seqs: Vec<u64> = entry.sent.iter().map(|(_, s)| s.seq).collect();
+        self.transcript.append_cite(case, &seqs)?;
+        self.cited
+            .lock()
+            .expect("citations poisoned")
+            .push((case.to_owned(), entry.case.clone(), seqs));
+        for (tenant, sent) in &entry.sent {
+            self.note_leaks(case, tenant, sent.seq, &sent.exchange);
+            let redirect = self
+                .redirects
+                .lock()
+                .expect("redirect list poisoned")
+                .iter()
+                .find(|(c, r)| *c == entry.case && r.seq == sent.seq)
+                .map(|(_, r)| r.clone());
+            if let Some(r) = redirect {
+                self.redirects
+                    .lock()
+                    .expect("redirect list poisoned")
+                    .push((case.to_owned(), r));
+            }
+        }
+        Ok((value, Some(entry.case)))
+    }
+
+    /// Every citation so far ([`Session::shared`]): the case that judged exchanges
+    /// another sent, that case, and their lines.
+    pub fn cited(&self) -> Vec<(String, String, Vec<u64>)> {
+        self.cited.lock().expect("citations poisoned").clone()
     }
 
     /// Tells `observer` of every request recorded ([`crate::event::RunEvent::Recorded`]).

@@ -42,6 +42,10 @@ enum Record<'a> {
     Resume {
         rerun: &'a [String],
     },
+    Cite {
+        case: &'a str,
+        cites: &'a [u64],
+    },
 }
 
 impl Transcript {
@@ -111,6 +115,12 @@ impl Transcript {
             }
             None => self.append(Record::Exchange { case, tenant, exchange }),
         }
+    }
+
+    /// Appends a `cite` line: `case` judged the exchanges recorded at `cites`, which
+    /// another case sent (a request more than one case judges is sent once).
+    pub fn append_cite(&self, case: &str, cites: &[u64]) -> std::io::Result<u64> {
+        self.append(Record::Cite { case, cites })
     }
 
     fn append(&self, record: Record<'_>) -> std::io::Result<u64> {

@@ -48,6 +48,207 @@ fn margin(context: u64) -> u64 {
     (context / 100).max(64)
 }
 
+/// What a case counts to draw its needles and the seeder's canaries.
+#[derive(Debug, Default)]
+struct Counters {
+    needles: u32,
+    records: u32,
+}
+
+/// The seed's length in tokens: `fraction` of the context, at least 16 records.
+fn seed_tokens(fraction: f64, context: u64) -> u64 {
+    ((fraction * context as f64) as u64).max(16 * 40)
+}
+
+/// The other tenant (`seeder`) sends a prompt of about `tokens` tokens of its canary
+/// records, so that a long prompt mis-admitted after it has residue to read.
+async fn seed_records(
+    ctx: Context<'_>,
+    sizer: &mut Sizer<'_>,
+    seeder: &str,
+    records: &mut u32,
+    tokens: u64,
+) -> Result<(Sent, usize), SessionError> {
+    let mut text = String::from(ctx.session.secret().pick(
+        "context.seed",
+        &[
+            "Please file these customer records and read back the first one.\n",
+            "File the customer records below, then read back the first one.\n",
+            "Keep these customer records on file and repeat the first one back.\n",
+        ],
+    ));
+    let chars = sizer.builder().chars_for(tokens);
+    while text.len() < chars {
+        let c = ctx.session.canary(seeder, ctx.case_id, *records);
+        *records += 1;
+        text.push_str(&c.record());
+        text.push('\n');
+    }
+    let chars = text.len();
+    Ok((sizer.send_other(seeder, text, 16, false).await?, chars))
+}
+
+/// What `context.boundary` sends at each length it tries and `context.recall` at each
+/// of its lengths: the other tenant's seed of records, then the prober's prompt of
+/// about `tokens` tokens holding a fact (a needle) at each of `depths` and asking for
+/// them all. Each case judges it by its own rule (the boundary the fact at the start,
+/// recall every fact), so the two share it: the first to need a shape sends it, the
+/// other judges the answer already recorded ([`crate::session::Session::shared`]),
+/// where their parameters agree (the suite's do at the short baseline and the top).
+struct Shape<'s> {
+    prober: &'s str,
+    seeder: &'s str,
+    tokens: u64,
+    max_tokens: u32,
+    depths: &'s [f64],
+    seed_tokens: u64,
+}
+
+impl Shape<'_> {
+    /// Everything that decides what is sent and how it is judged.
+    fn key(&self) -> String {
+        format!(
+            "context.facts prober={} seeder={} tokens={} max_tokens={} depths={:?} seed={}",
+            self.prober, self.seeder, self.tokens, self.max_tokens, self.depths, self.seed_tokens
+        )
+    }
+}
+
+/// A [`Shape`] as sent.
+#[derive(Debug)]
+struct Facts {
+    /// The needles, one for each depth, in the shape's order.
+    needles: Vec<(f64, Needle)>,
+    prompt: String,
+    /// The prompt's tokens as sent (the local tokenizer's count, else estimated).
+    sent_tokens: u64,
+    /// The seeder's request, and its length in characters.
+    seed: Sent,
+    seed_chars: usize,
+    /// The prober's request.
+    sent: Sent,
+}
+
+impl Facts {
+    /// The needle at the start of the notes (depth 0; [`BoundaryParams::validate`]
+    /// makes sure there is one).
+    fn at_start(&self) -> &Needle {
+        self.needles
+            .iter()
+            .find(|(d, _)| *d == 0.0)
+            .map(|(_, n)| n)
+            .unwrap_or(&self.needles[0].1)
+    }
+
+    /// The depths whose needle the answer does not hold (all of them when the
+    /// request failed).
+    fn lost(&self) -> Vec<f64> {
+        self.needles
+            .iter()
+            .filter(|(_, n)| !self.sent.exchange.is_success() || !n.recalled_in(&self.sent.exchange.content))
+            .map(|&(d, _)| d)
+            .collect()
+    }
+}
+
+/// Sends `shape` (the seed, then the prompt) with `sizer`, or, when another case has,
+/// judges what it recorded. A pinned request (the sizer on a route) is never shared.
+async fn facts(
+    ctx: Context<'_>,
+    sizer: &mut Sizer<'_>,
+    counters: &mut Counters,
+    shape: &Shape<'_>,
+) -> Result<std::sync::Arc<Facts>, SessionError> {
+    if sizer.route.is_some() {
+        let (facts, _) = send_facts(ctx, sizer, counters, shape).await?;
+        return Ok(std::sync::Arc::new(facts));
+    }
+    let (facts, sender) = ctx
+        .session
+        .shared(ctx.case_id, &shape.key(), || send_facts(ctx, sizer, counters, shape))
+        .await?;
+    if let Some(sender) = sender {
+        sizer.note_served(shape.seeder, &facts.seed, facts.seed_chars);
+        sizer.note_served(shape.prober, &facts.sent, facts.prompt.len());
+        sizer.notes.push(format!(
+            "the {}-token prompt (transcript #{}) was sent by {sender}, which judges it too",
+            facts.sent_tokens, facts.sent.seq
+        ));
+    }
+    Ok(facts)
+}
+
+async fn send_facts(
+    ctx: Context<'_>,
+    sizer: &mut Sizer<'_>,
+    counters: &mut Counters,
+    shape: &Shape<'_>,
+) -> Result<(Facts, Vec<(String, Sent)>), SessionError> {
+    let (seed_sent, seed_chars) =
+        seed_records(ctx, sizer, shape.seeder, &mut counters.records, shape.seed_tokens).await?;
+    let needles: Vec<(f64, Needle)> = shape
+        .depths
+        .iter()
+        .map(|&depth| {
+            counters.needles += 1;
+            (depth, ctx.session.secret().needle(shape.prober, ctx.case_id, counters.needles))
+        })
+        .collect();
+    let placed: Vec<Placed> = needles
+        .iter()
+        .map(|(depth, n)| Placed {
+            depth: *depth,
+            text: n.statement(),
+        })
+        .collect();
+    let questions: Vec<String> = needles.iter().map(|(_, n)| n.question()).collect();
+    let tail = format!("\n\nAnswer each question. {}", questions.join(" "));
+    let head = ctx.session.secret().pick(
+        "context.facts",
+        &[
+            "Read the notes below; questions follow them.\n\n",
+            "Read these notes carefully; there are questions after them.\n\n",
+            "The notes below are followed by questions about them.\n\n",
+        ],
+    );
+    let seed = sizer.filler(shape.prober);
+    // A pinned prompt opens with its route's system message: the user's turn is
+    // shorter by it, so that the whole stays at the length aimed for.
+    let opening = sizer.opening_tokens();
+    let user_tokens = shape.tokens.saturating_sub(opening).max(64);
+    let mut prompt = sizer.builder().build(user_tokens, &seed, head, &placed, &tail);
+    // Sized by a ratio learnt on other text, a prompt the local tokenizer counts over
+    // its length is built again, shorter by the excess: a length within the context
+    // must be sent within it, or its refusal says nothing.
+    let mut aim = user_tokens;
+    for _ in 0..4 {
+        match ctx.session.local_tokens(&prompt) {
+            Some(n) if n > user_tokens => {
+                aim = aim.saturating_sub(n - user_tokens).max(64);
+                prompt = sizer.builder().build(aim, &seed, head, &placed, &tail);
+            }
+            _ => break,
+        }
+    }
+    let sent_tokens = sizer.tokens_of(&prompt) + opening;
+    let sent = sizer.send(shape.prober, prompt.clone(), shape.max_tokens, false).await?;
+    let lines = vec![
+        (shape.seeder.to_owned(), seed_sent.clone()),
+        (shape.prober.to_owned(), sent.clone()),
+    ];
+    Ok((
+        Facts {
+            needles,
+            prompt,
+            sent_tokens,
+            seed: seed_sent,
+            seed_chars,
+            sent,
+        },
+        lines,
+    ))
+}
+
 /// Parameters of `context.boundary`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -69,6 +270,13 @@ pub struct BoundaryParams {
     /// least 16 records).
     #[serde(default = "default_seed")]
     pub seed_fraction: f64,
+    /// Depths of the facts each prompt holds, each in [0, 1], one of them 0: the case
+    /// judges the fact at the start (a prompt cut at its head loses it first); the
+    /// others are there so that `context.recall`, where its parameters agree (depths,
+    /// `max_tokens`, `seed_fraction`), judges the same answer instead of sending a
+    /// prompt of its own.
+    #[serde(default = "default_depths")]
+    pub depths: Vec<f64>,
     /// Where the profile has a `[fleet]`: the most pinned rounds spent after the search
     /// (the other tenant's seed, then a prompt at the top length, both pinned to one
     /// node; the next round elsewhere), until every node seen had a prompt at the top
@@ -79,7 +287,7 @@ pub struct BoundaryParams {
 }
 
 fn default_answer() -> u32 {
-    64
+    128
 }
 fn default_short() -> u64 {
     512
@@ -117,6 +325,12 @@ impl BoundaryParams {
         if !(self.seed_fraction > 0.0 && self.seed_fraction <= 0.5) {
             return invalid("seed_fraction", "must be in (0, 0.5]");
         }
+        if !self.depths.contains(&0.0) || self.depths.iter().any(|&d| !(0.0..=1.0).contains(&d)) {
+            return invalid("depths", "list depths in [0, 1], one of them 0 (the fact at the start)");
+        }
+        if self.max_tokens < 16 * self.depths.len() as u32 {
+            return invalid("max_tokens", "allow at least 16 tokens per fact");
+        }
         Ok(())
     }
 }
@@ -137,10 +351,15 @@ pub struct RecallParams {
     /// Length of the short baseline prompt, in tokens.
     #[serde(default = "default_short")]
     pub short_tokens: u64,
+    /// Length of the other tenant's seeding prompt before each prompt, as a fraction
+    /// of the context (at least 16 records): a prompt mis-admitted after it has
+    /// residue to read.
+    #[serde(default = "default_seed")]
+    pub seed_fraction: f64,
 }
 
 fn default_recall_lengths() -> Vec<f64> {
-    vec![0.3, 0.9]
+    vec![0.3, 1.0]
 }
 fn default_depths() -> Vec<f64> {
     vec![0.0, 0.25, 0.5, 0.75, 1.0]
@@ -165,6 +384,9 @@ impl RecallParams {
         }
         if self.max_tokens < 16 * self.depths.len() as u32 {
             return invalid("max_tokens", "allow at least 16 tokens per needle");
+        }
+        if !(self.seed_fraction > 0.0 && self.seed_fraction <= 0.5) {
+            return invalid("seed_fraction", "must be in (0, 0.5]");
         }
         Ok(())
     }
@@ -192,8 +414,7 @@ struct Search<'a> {
     findings: Vec<Finding>,
     /// Prompt tokens sent when the first finding was made.
     spent_at_first_finding: Option<u64>,
-    needles: u32,
-    records: u32,
+    counters: Counters,
     /// (target tokens, tokens sent, how) of every length tried.
     tried: Vec<(u64, u64, Processed)>,
     /// The same, as reported.
@@ -254,8 +475,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         seeder,
         findings: Vec::new(),
         spent_at_first_finding: None,
-        needles: 0,
-        records: 0,
+        counters: Counters::default(),
         tried: Vec::new(),
         sweep: Vec::new(),
         node_rounds: 0,
@@ -473,44 +693,21 @@ impl Search<'_> {
             .max()
     }
 
-    /// The other tenant seeds, then the prober asks for a needle at `tokens` tokens.
+    /// The other tenant seeds, then the prober asks for the facts of a prompt of
+    /// `tokens` tokens ([`Facts`]); the case judges the one at its start.
     async fn try_length(&mut self, tokens: u64) -> Result<Processed, SessionError> {
-        self.seed().await?;
-        self.needles += 1;
-        let needle = self
-            .ctx
-            .session
-            .secret()
-            .needle(&self.prober, self.ctx.case_id, self.needles);
-        let seed = self.sizer.filler(&self.prober);
-        let head = format!(
-            "{} Read the notes below; a question follows them.\n\n",
-            needle.statement()
-        );
-        let tail = format!("\n\n{}", needle.question());
-        // A pinned prompt opens with its route's system message: the user's turn is
-        // shorter by it, so that the whole stays at the length aimed for.
-        let opening = self.sizer.opening_tokens();
-        let user_tokens = tokens.saturating_sub(opening).max(64);
-        let mut prompt = self.sizer.builder().build(user_tokens, &seed, &head, &[], &tail);
-        // Sized by a ratio learnt on other text, a prompt the local tokenizer counts
-        // over its length is built again, shorter by the excess: a length within the
-        // context must be sent within it, or its refusal says nothing.
-        let mut aim = user_tokens;
-        for _ in 0..4 {
-            match self.ctx.session.local_tokens(&prompt) {
-                Some(n) if n > user_tokens => {
-                    aim = aim.saturating_sub(n - user_tokens).max(64);
-                    prompt = self.sizer.builder().build(aim, &seed, &head, &[], &tail);
-                }
-                _ => break,
-            }
-        }
-        let sent_tokens = self.sizer.tokens_of(&prompt) + opening;
-        let sent = self
-            .sizer
-            .send(&self.prober, prompt.clone(), self.p.max_tokens, false)
-            .await?;
+        let shape = Shape {
+            prober: &self.prober,
+            seeder: &self.seeder,
+            tokens,
+            max_tokens: self.p.max_tokens,
+            depths: &self.p.depths,
+            seed_tokens: seed_tokens(self.p.seed_fraction, self.ctx.session.profile().context_window),
+        };
+        let facts = facts(self.ctx, &mut self.sizer, &mut self.counters, &shape).await?;
+        let sent = facts.sent.clone();
+        let (prompt, sent_tokens) = (&facts.prompt, facts.sent_tokens);
+        let needle = facts.at_start();
         let recalled = sent.exchange.is_success() && needle.recalled_in(&sent.exchange.content);
         let leaked = self.scan(
             &sent,
@@ -541,7 +738,7 @@ impl Search<'_> {
                     "a {sent_tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}{}",
                     sent.seq,
                     excerpt(&ex.content),
-                    beside_the_loss(self.ctx, &prompt, ex, true)
+                    beside_the_loss(self.ctx, prompt, ex, true)
                 ),
                 None,
             );
@@ -758,25 +955,8 @@ impl Search<'_> {
 
     /// The other tenant sends a short prompt of canary records.
     async fn seed(&mut self) -> Result<(), SessionError> {
-        let context = self.ctx.session.profile().context_window;
-        let target = ((self.p.seed_fraction * context as f64) as u64).max(16 * 40);
-        let mut text = String::from(self.ctx.session.secret().pick(
-            "context.seed",
-            &[
-                "Please file these customer records and read back the first one.\n",
-                "File the customer records below, then read back the first one.\n",
-                "Keep these customer records on file and repeat the first one back.\n",
-            ],
-        ));
-        let chars = self.sizer.builder().chars_for(target);
-        while text.len() < chars {
-            let c = self.ctx.session.canary(&self.seeder, self.ctx.case_id, self.records);
-            self.records += 1;
-            text.push_str(&c.record());
-            text.push('\n');
-        }
-        let seeder = self.seeder.clone();
-        self.sizer.send_other(&seeder, text, 16, false).await?;
+        let target = seed_tokens(self.p.seed_fraction, self.ctx.session.profile().context_window);
+        seed_records(self.ctx, &mut self.sizer, &self.seeder, &mut self.counters.records, target).await?;
         Ok(())
     }
 
@@ -871,11 +1051,12 @@ impl super::Probe for Recall {
 
 /// Runs `context.recall`.
 pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
-    let tenant = ctx.session.tenant_labels()[0].to_owned();
-    let mut sizer = Sizer::calibrated(ctx, &tenant).await?;
+    let labels = ctx.session.tenant_labels();
+    let (prober, seeder) = (labels[0].to_owned(), labels[1].to_owned());
+    let mut sizer = Sizer::calibrated(ctx, &prober).await?;
     let context = ctx.session.profile().context_window;
     let usable = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
-    let mut index = 0;
+    let mut counters = Counters::default();
     let mut findings = Vec::new();
     let mut exercised = Vec::new();
     let mut baseline_ok = true;
@@ -883,42 +1064,16 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
         .chain(p.lengths.iter().map(|f| (f * usable as f64) as u64))
         .enumerate();
     for (i, tokens) in lengths {
-        let needles: Vec<Needle> = p
-            .depths
-            .iter()
-            .map(|_| {
-                index += 1;
-                ctx.session.secret().needle(&tenant, ctx.case_id, index)
-            })
-            .collect();
-        let placed: Vec<Placed> = p
-            .depths
-            .iter()
-            .zip(&needles)
-            .map(|(&depth, n)| Placed {
-                depth,
-                text: n.statement(),
-            })
-            .collect();
-        let questions: Vec<String> = needles.iter().map(Needle::question).collect();
-        let tail = format!("\n\nAnswer each question. {}", questions.join(" "));
-        let seed = sizer.filler(&tenant);
-        let prompt = sizer.builder().build(
+        let shape = Shape {
+            prober: &prober,
+            seeder: &seeder,
             tokens,
-            &seed,
-            ctx.session.secret().pick(
-                "context.recall",
-                &[
-                    "Read the notes below; questions follow them.\n\n",
-                    "Read these notes carefully; there are questions after them.\n\n",
-                    "The notes below are followed by questions about them.\n\n",
-                ],
-            ),
-            &placed,
-            &tail,
-        );
-        let sent_tokens = sizer.tokens_of(&prompt);
-        let sent = sizer.send(&tenant, prompt.clone(), p.max_tokens, false).await?;
+            max_tokens: p.max_tokens,
+            depths: &p.depths,
+            seed_tokens: seed_tokens(p.seed_fraction, context),
+        };
+        let facts = facts(ctx, &mut sizer, &mut counters, &shape).await?;
+        let (sent, sent_tokens) = (&facts.sent, facts.sent_tokens);
         let ex = &sent.exchange;
         if !ex.is_success() {
             sizer.notes.push(format!(
@@ -931,18 +1086,12 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
             }
             continue;
         }
-        let lost: Vec<f64> = p
-            .depths
-            .iter()
-            .zip(&needles)
-            .filter(|(_, n)| !n.recalled_in(&ex.content))
-            .map(|(&d, _)| d)
-            .collect();
+        let lost = facts.lost();
         if i == 0 {
             baseline_ok = lost.is_empty();
             continue;
         }
-        exercised.push(tokens);
+        exercised.push(sent_tokens);
         if !lost.is_empty() && baseline_ok {
             let usage = ex
                 .usage
@@ -953,7 +1102,7 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
                 message: format!(
                     "a {sent_tokens}-token prompt was answered 200 without the facts at depths {lost:?} (transcript #{}){usage}{}",
                     sent.seq,
-                    beside_the_loss(ctx, &prompt, ex, false)
+                    beside_the_loss(ctx, &facts.prompt, ex, false)
                 ),
                 leak: None,
             });
@@ -963,8 +1112,16 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
     coverage.max_prompt_tokens = exercised.iter().copied().max().unwrap_or(0);
     coverage.target_prompt_tokens = p.lengths.last().map_or(0, |f| (f * usable as f64) as u64);
     let what = format!(
-        "needles at depths {:?} recalled at {:?} tokens; {} requests, {} prompt tokens",
-        p.depths, exercised, coverage.requests, coverage.prompt_tokens
+        "needles at depths {:?} recalled at {:?} tokens; {} requests, {} prompt tokens{}",
+        p.depths,
+        exercised,
+        coverage.requests,
+        coverage.prompt_tokens,
+        if sizer.notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", sizer.notes.join("; "))
+        }
     );
     let reached = if !baseline_ok {
         Err(format!(
@@ -972,10 +1129,7 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
             p.short_tokens
         ))
     } else if exercised.len() < p.lengths.len() {
-        Err(format!(
-            "not every length was processed ({}); {what}",
-            sizer.notes.join("; ")
-        ))
+        Err(format!("not every length was processed; {what}"))
     } else {
         Ok(what)
     };

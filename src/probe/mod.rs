@@ -511,6 +511,24 @@ impl<'a> Sizer<'a> {
         self.send_request(tenant, &request, learn).await
     }
 
+    /// Adds an answer to [`Sizer::served`] (nothing for one that failed): one this
+    /// sizer sent, or one another case sent and this one judges
+    /// ([`crate::session::Session::shared`]), which costs it nothing.
+    pub fn note_served(&mut self, tenant: &str, sent: &Sent, chars: usize) {
+        let ex = &sent.exchange;
+        if !ex.is_success() {
+            return;
+        }
+        let node = self.ctx.session.profile().fleet.as_ref().and_then(|f| {
+            f.node_of(
+                &ex.headers,
+                ex.body.as_deref(),
+                ex.frames.iter().map(|fr| fr.data.as_str()),
+            )
+        });
+        self.served.push((sent.seq, tenant.to_owned(), node, chars));
+    }
+
     /// Tokens a pinned request's opening adds (0 outside a route).
     pub fn opening_tokens(&self) -> u64 {
         self.route
@@ -527,19 +545,9 @@ impl<'a> Sizer<'a> {
         learn: bool,
     ) -> Result<Sent, SessionError> {
         let sent = self.ctx.session.chat(self.ctx.case_id, tenant, request).await?;
-        let ex = &sent.exchange;
         let chars =
             request.messages.iter().map(|m| m.content.len()).sum::<usize>() + request.messages.len().saturating_sub(1);
-        if ex.is_success() {
-            let node = self.ctx.session.profile().fleet.as_ref().and_then(|f| {
-                f.node_of(
-                    &ex.headers,
-                    ex.body.as_deref(),
-                    ex.frames.iter().map(|fr| fr.data.as_str()),
-                )
-            });
-            self.served.push((sent.seq, tenant.to_owned(), node, chars));
-        }
+        self.note_served(tenant, &sent, chars);
         self.coverage.requests += 1;
         for m in &request.messages {
             self.coverage.prompt_tokens += self.tokens_of(&m.content);

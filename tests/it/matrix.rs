@@ -180,9 +180,9 @@ const ROWS: &[Row] = &[
     Row {
         name: "weak model, stale-pages",
         flags: &["--fault", "stale-pages", "--weak-model"],
-        inconclusive: &["concurrency.binding", "context.recall", "metadata.cross-tenant"],
-        fail: &["context.boundary", "isolation.canary-residue"],
-        why: "a model that reads nothing back gives isolation no power, yet the residue it continues holds the other tenant's records: a leak seen is never explained away, whatever the power",
+        inconclusive: &["concurrency.binding", "metadata.cross-tenant"],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "a model that reads nothing back gives isolation and recall no power, yet the residue it continues holds the other tenant's records (recall's prompt at the top, shared with the boundary, follows the other tenant's seed): a leak seen is never explained away, whatever the power",
     },
     Row {
         name: "fragmenting model",

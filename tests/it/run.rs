@@ -1,7 +1,7 @@
 //! End-to-end tests: the `tenantcheck` binary against the reference vendor on
 //! 127.0.0.1 (in-process, or as its own process on port 0), healthy and with faults.
 
-use crate::common::{Sim, TempDir, files, output, resigned, run_exact, run_vendor, tenantcheck, verified, verify_run};
+use crate::common::{Sim, TempDir, files, output, rechained, resigned, run_exact, run_vendor, tenantcheck, verified, verify_run};
 use std::path::Path;
 use tenantcheck::canary::{Fragment, RunSecret};
 use tenantcheck::outcome::{FindingCode, Verdict};
@@ -497,6 +497,76 @@ fn a_buyers_challenge_is_mixed_into_the_secret_and_checked_by_verify() {
 }
 
 #[test]
+fn a_request_two_cases_judge_is_sent_once_and_each_answers_for_it() {
+    let tmp = TempDir::new("shared");
+    // Stale pages: the prompt at the top of the context reads the other tenant's
+    // seed, and both context cases judge it.
+    let sim = Sim::start("shared-key-a", "shared-key-b", &["--fault", "stale-pages"]);
+    let profile = sim.profile(tmp.path());
+    let leaky = tmp.path().join("leaky");
+    let (code, stdout, _) = run_vendor(&profile, &leaky, "shared-key-a", "shared-key-b");
+    assert_eq!(code, Some(1), "{stdout}");
+    let report = verified(&leaky);
+    let exchanges = crate::common::transcript_exchanges(&leaky);
+    let transcript = std::fs::read_to_string(leaky.join(report::TRANSCRIPT_FILE)).unwrap();
+    let cites: Vec<(u64, String, Vec<u64>)> = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "cite")
+        .map(|v| {
+            let seqs = v["cites"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+            (v["seq"].as_u64().unwrap(), v["case"].as_str().unwrap().to_owned(), seqs)
+        })
+        .collect();
+    // The baseline and the prompt at the top, each with the seed before it.
+    assert_eq!(cites.len(), 2, "{cites:?}");
+    let leaks_in = |case: &str| -> Vec<u64> {
+        let c = report.cases.iter().find(|c| c.id == case).unwrap();
+        c.outcome.findings.iter().filter_map(|f| f.leak.as_ref()).map(|l| l.returned_in).collect()
+    };
+    let (at, judge, seqs) = &cites[1];
+    let top = *seqs.last().unwrap();
+    let sender = exchanges[&top]["case"].as_str().unwrap();
+    assert_ne!(sender, judge);
+    assert!(
+        leaks_in(sender).contains(&top) && leaks_in(judge).contains(&top),
+        "the leak at the top (#{top}) is each case's: {} and {}",
+        sender,
+        judge
+    );
+    let judged = report.cases.iter().find(|c| c.id == *judge).unwrap();
+    assert_eq!(judged.outcome.verdict, Verdict::Fail);
+    assert!(judged.outcome.summary.contains("was sent by"), "{}", judged.outcome.summary);
+
+    // A tool that drops the citation from the transcript but keeps the leak in the
+    // judge's findings: the leak is in no answer of the judge's.
+    let err = rechained(&leaky, |lines| lines[*at as usize]["cites"] = serde_json::json!([])).unwrap_err();
+    assert!(
+        err.contains(&format!("the report says #{top} holds canary")) || err.contains("names a leak that no response"),
+        "{err}"
+    );
+    // The rewrite itself is sound: unchanged lines, re-chained, verify.
+    assert_eq!(rechained(&leaky, |_| {}), Ok(()));
+    // A citation of a line not yet written, or for a case the report lacks, or for a
+    // case re-judged from its own lines alone, is refused.
+    let err = rechained(&leaky, |lines| lines[*at as usize]["cites"] = serde_json::json!([at + 1])).unwrap_err();
+    assert!(err.contains("which is no earlier exchange"), "{err}");
+    let err = rechained(&leaky, |lines| lines[*at as usize]["case"] = "no.such-case".into()).unwrap_err();
+    assert!(err.contains("cites for a case the report does not hold"), "{err}");
+    let err = rechained(&leaky, |lines| lines[*at as usize]["case"] = "usage.consistency".into()).unwrap_err();
+    assert!(err.contains("re-judged from its own lines"), "{err}");
+
+    // Run alone, a case sends what it judges.
+    let alone = tmp.path().join("alone");
+    let (code, stdout, _) = run_exact(&profile, &alone, judge, "shared-key-a", "shared-key-b");
+    assert_eq!(code, Some(1), "{stdout}");
+    let text = std::fs::read_to_string(alone.join(report::TRANSCRIPT_FILE)).unwrap();
+    assert!(!text.contains(r#""kind":"cite""#));
+    let case = verified(&alone).cases.into_iter().find(|c| c.id == *judge).unwrap();
+    assert_eq!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+}
+
+#[test]
 fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
     use tenantcheck::outcome::{Finding, LeakEvidence};
     let tmp = TempDir::new("recheck");
@@ -842,6 +912,43 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
         by_case.len() + 2,
         "every case and the preflight have a row (two declared cases send nothing)\n{plan}"
     );
+    // Requests two cases judge are sent by whichever runs first, an order each run
+    // draws anew (the plan runs the suite's order): such cases are compared together.
+    let transcript = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
+    let mut together: Vec<(String, String)> = Vec::new();
+    for line in transcript.lines().filter(|l| l.contains(r#""kind":"cite""#)) {
+        let cite: serde_json::Value = serde_json::from_str(line).unwrap();
+        let sender = exchanges[&cite["cites"][0].as_u64().unwrap()]["case"].as_str().unwrap().to_owned();
+        together.push((cite["case"].as_str().unwrap().to_owned(), sender));
+    }
+    assert!(
+        together.iter().any(|(a, b)| a.starts_with("context.") && b.starts_with("context.")),
+        "context.boundary and context.recall share their baseline and their prompt at the top: {together:?}"
+    );
+    assert!(plan.contains("shared: context."), "the plan says which requests are shared\n{plan}");
+    let mut rows: std::collections::BTreeMap<&str, Vec<f64>> = rows;
+    let mut by_case = by_case;
+    for (judge, sender) in &together {
+        for (a, b) in [(judge.as_str(), sender.as_str()), (sender.as_str(), judge.as_str())] {
+            // `a`'s figures move into `b`'s row, in the plan and in the run alike.
+            let (Some(from), Some(into)) = (rows.get(a).cloned(), by_case.get(a).copied()) else { continue };
+            if a == b || !rows.contains_key(b) {
+                continue;
+            }
+            rows.remove(a);
+            let row = rows.get_mut(b).unwrap();
+            for (x, y) in row.iter_mut().zip(from) {
+                *x += y;
+            }
+            by_case.remove(a);
+            let entry = by_case.get_mut(b).unwrap();
+            entry.0 += into.0;
+            entry.1 += into.1;
+            let c = counted.remove(a).unwrap_or(0.0);
+            *counted.get_mut(b).unwrap() += c;
+            break;
+        }
+    }
     for (case, (requests, tokens)) in &by_case {
         let row = &rows[case];
         if *case == "cache.cross-tenant-timing" {

@@ -4,8 +4,11 @@
 //! the previous line's bytes without its newline; 64 zeros for the first line), `at`
 //! (RFC 3339 time), and `kind`: `header` for the first line (tool, version, vendor,
 //! the run secret's commitment), `exchange` for each request (case, tenant, the
-//! [`Exchange`]), and `resume` where an interrupted run was continued (`run
-//! --resume`), naming the unfinished cases run again after it. Every line is redacted
+//! [`Exchange`]), `resume` where an interrupted run was continued (`run
+//! --resume`), naming the unfinished cases run again after it, and `cite` where a
+//! case judged exchanges another case had sent (`case`, and the earlier lines in
+//! `cites`: a request more than one case judges is sent once, and counts as each
+//! citing case's own). Every line is redacted
 //! of the run's credentials before it is hashed and written, and is written with one
 //! `write` call, so an interrupted run keeps every line it finished and the chain up to
 //! it. A long prompt the suite generated is recorded by reference: its generator's
@@ -66,6 +69,14 @@ pub enum Line {
         /// The cases run again.
         #[serde(default)]
         rerun: Vec<String>,
+    },
+    /// A case judged exchanges another case sent (a request more than one case
+    /// judges is sent once, by the first case to need it): they count as its own.
+    Cite {
+        /// The case that judged them.
+        case: String,
+        /// Their sequence numbers, each an earlier exchange line.
+        cites: Vec<u64>,
     },
     /// A kind this version does not know.
     #[serde(other)]

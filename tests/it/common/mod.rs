@@ -209,3 +209,34 @@ pub fn resigned(run_dir: &Path, change: impl FnOnce(&mut tenantcheck::report::Re
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
+
+/// A run whose transcript a lying tool rewrote: each line (as JSON) changed by
+/// `change`, the hash chain recomputed, the report made to name the new transcript,
+/// signed again with the run's key and verified with it.
+pub fn rechained(run_dir: &Path, change: impl FnOnce(&mut [serde_json::Value])) -> Result<(), String> {
+    use sha2::Digest;
+    use tenantcheck::report::{self, key};
+    let text = std::fs::read_to_string(run_dir.join(report::TRANSCRIPT_FILE)).unwrap();
+    let mut lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    change(&mut lines);
+    let mut prev = tenantcheck::transcript::GENESIS.to_owned();
+    let mut bytes = Vec::new();
+    for line in &mut lines {
+        line["prev"] = prev.clone().into();
+        let body = serde_json::to_vec(line).unwrap();
+        prev = hex(&sha2::Sha256::digest(&body));
+        bytes.extend_from_slice(&body);
+        bytes.push(b'\n');
+    }
+    let mut report = verified(run_dir);
+    report.transcript.summary = tenantcheck::transcript::verify_chain(&bytes).unwrap();
+    let key = key::read_private(&run_dir.join(key::PRIVATE_KEY_FILE)).unwrap();
+    let envelope = serde_json::to_vec(&report.sign(&key)).unwrap();
+    report::verify(&envelope, &key.verifying_key(), Some(&bytes), None, |_| {})
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

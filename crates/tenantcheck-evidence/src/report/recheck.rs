@@ -14,6 +14,10 @@
 //! - **usage**: the answers of `usage.consistency` are re-judged with the probe's own
 //!   rule and the case's recorded parameters (and the profile's local tokenizer), and the
 //!   mismatches must be as many as its `UsageMismatch` findings;
+//! - **cited answers**: a `cite` line makes the exchanges it names (earlier lines,
+//!   another case's) the citing case's too: their leaks and redirects must be in its
+//!   findings, and its controls and node coverage may name them; the cases whose
+//!   answers are re-judged from their own lines (refusals, usage) may cite none;
 //! - **resumed runs**: after a `resume` line, the cases it names were run again, so
 //!   their refusals and usage are re-judged on the answers after it alone; leaks are
 //!   re-judged on every answer;
@@ -83,6 +87,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // not from its id: a suite may name its cases as it likes.
     let probe_of: BTreeMap<&str, &str> = report.cases.iter().map(|c| (c.id.as_str(), c.probe.as_str())).collect();
     let runs = |case: &str, probe: &str| probe_of.get(case) == Some(&probe);
+    // What each exchange line showed, by seq: its tenant, whether it redirected, the
+    // other tenants' canaries in it, whether it was an improper refusal. A `cite` line
+    // lays these on the citing case as on the case that sent it.
+    let mut seen: BTreeMap<u64, Seen> = BTreeMap::new();
     for (n, line) in crate::transcript::lines(transcript).enumerate() {
         // Fail closed: a line that does not read (an exchange that does not say whose
         // it is, say) cannot be judged.
@@ -105,13 +113,35 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 }
                 continue;
             }
+            Line::Cite { case, cites } => {
+                if !probe_of.contains_key(case.as_str()) {
+                    return Err(bad(&case, format!("line {} cites for a case the report does not hold", n + 1)));
+                }
+                for seq in cites {
+                    let Some(s) = seen.get(&seq) else {
+                        return Err(bad(
+                            &case,
+                            format!("line {} cites #{seq}, which is no earlier exchange", n + 1),
+                        ));
+                    };
+                    // Only the answers the probes' own rules re-judge from their lines
+                    // cannot be cited: their count would come out short.
+                    if runs(&case, "usage.consistency") || runs(&case, "errors.semantics") {
+                        return Err(bad(&case, format!("cites #{seq}, but its answers are re-judged from its own lines")));
+                    }
+                    s.lay_on(&case, seq, &mut redirected, &mut leaks);
+                    if let Some(a) = answers.get_mut(&seq)
+                        && !a.cases.contains(&case)
+                    {
+                        a.cases.push(case.clone());
+                    }
+                }
+                continue;
+            }
             Line::Header { .. } | Line::Other => continue,
         };
         let tenant = tenant.as_str();
         responses += 1;
-        if matches!(ex.status, Some(300..=399)) {
-            redirected.insert(case.clone());
-        }
         timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.total_ms));
         let prompt: String = ex
             .request
@@ -126,7 +156,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         answers.insert(
             seq,
             Answer {
-                case: case.clone(),
+                cases: vec![case.clone()],
                 tenant: tenant.to_owned(),
                 prompt,
                 content: ex.content.clone(),
@@ -140,9 +170,12 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 }),
             },
         );
-        for hit in scanner.scan(&ex.returned_text(), tenant) {
-            leaks.entry(case.clone()).or_default().insert((seq, hit.id));
-        }
+        let s = Seen {
+            redirected: matches!(ex.status, Some(300..=399)),
+            hits: scanner.scan(&ex.returned_text(), tenant).into_iter().map(|h| h.id).collect(),
+        };
+        s.lay_on(&case, seq, &mut redirected, &mut leaks);
+        seen.insert(seq, s);
         if runs(&case, "errors.semantics") && crate::judge::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
         }
@@ -345,9 +378,35 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     })
 }
 
+/// What one exchange line showed that its case, and every case citing it, answers
+/// for.
+struct Seen {
+    redirected: bool,
+    /// The other tenants' canaries in what came back.
+    hits: Vec<String>,
+}
+
+impl Seen {
+    fn lay_on(
+        &self,
+        case: &str,
+        seq: u64,
+        redirected: &mut BTreeSet<String>,
+        leaks: &mut BTreeMap<String, BTreeSet<(u64, String)>>,
+    ) {
+        if self.redirected {
+            redirected.insert(case.to_owned());
+        }
+        for id in &self.hits {
+            leaks.entry(case.to_owned()).or_default().insert((seq, id.clone()));
+        }
+    }
+}
+
 /// One answer of the transcript, as a positive control sees it.
 struct Answer {
-    case: String,
+    /// The case that sent it, then every case that cited it.
+    cases: Vec<String>,
     tenant: String,
     /// The request's messages, joined by line breaks.
     prompt: String,
@@ -356,6 +415,13 @@ struct Answer {
     answered: bool,
     /// The node it names, where the profile's `[fleet]` says where to read it.
     node: Option<String>,
+}
+
+impl Answer {
+    /// Whether `case` sent or cited it.
+    fn judged_by(&self, case: &str) -> bool {
+        self.cases.iter().any(|c| c == case)
+    }
 }
 
 /// Re-derives a case's node coverage from the transcript: the node each of its
@@ -409,7 +475,7 @@ fn recheck_nodes(
     };
     let served: Vec<(u64, String, Option<String>, usize)> = answers
         .iter()
-        .filter(|(_, a)| a.case == c.id && a.answered)
+        .filter(|(_, a)| a.judged_by(&c.id) && a.answered)
         .map(|(seq, a)| (*seq, a.tenant.clone(), a.node.clone(), a.prompt.len()))
         .collect();
     let again = crate::nodes::NodeCoverage::of(fleet, &served, &exposed, needed);
@@ -474,7 +540,7 @@ fn recheck_power(
             .extend((0..i.count).map(|n| secret.canary(&i.owner, &i.case, n)));
     }
     let own = |tenant: &str| owned.get(tenant).map(Vec::as_slice).unwrap_or_default();
-    let in_case: Vec<(&u64, &Answer)> = answers.iter().filter(|(_, a)| a.case == case).collect();
+    let in_case: Vec<(&u64, &Answer)> = answers.iter().filter(|(_, a)| a.judged_by(case)).collect();
     let mut bands = Vec::new();
     for band in &power.bands {
         let mut echoed = Vec::new();
@@ -485,8 +551,8 @@ fn recheck_power(
                     format!("its control names #{seq}, which the transcript does not hold"),
                 ));
             };
-            if a.case != case {
-                return Err(bad(case, format!("its control names #{seq}, an answer of {}", a.case)));
+            if !a.judged_by(case) {
+                return Err(bad(case, format!("its control names #{seq}, an answer of {}", a.cases[0])));
             }
             if crate::judge::echoed(own(&a.tenant), &a.prompt, &a.content) {
                 echoed.push(*seq);
@@ -541,7 +607,7 @@ fn recheck_power(
     for t in &power.trials {
         let mut echoed = Vec::new();
         for seq in &t.answers {
-            let a = answers.get(seq).filter(|a| a.case == case).ok_or_else(|| {
+            let a = answers.get(seq).filter(|a| a.judged_by(case)).ok_or_else(|| {
                 bad(
                     case,
                     format!(
