@@ -19,7 +19,7 @@ use crate::event::{Nobody, Observer, Progress, RunEvent};
 use crate::exit;
 use crate::harness::{HarnessError, Inputs, RunOptions, RunResult, new_runtime, preflight, start_sim};
 use crate::probe::Ceiling;
-use crate::session::{Session, Spent};
+use crate::session::{Citation, Session, Spent};
 use crate::transcript::{Header, Transcript};
 use crate::vendor::{AdapterKind, VendorProfile};
 use std::io::Write;
@@ -63,7 +63,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
         path: scratch.clone(),
         source,
     })?;
-    let result = (|| -> Result<(Vec<PlanRow>, Vec<(String, String, Vec<u64>)>), HarnessError> {
+    let result = (|| -> Result<(Vec<PlanRow>, Vec<Citation>), HarnessError> {
         let secret = RunSecret::derive(&crate::random_bytes::<32>(), &[]);
         let commitment = secret.commitment();
         let header = Header {
@@ -201,7 +201,7 @@ fn grouped(n: u64) -> String {
 fn print(
     out: &mut dyn Write,
     rows: &[PlanRow],
-    cited: &[(String, String, Vec<u64>)],
+    cited: &[Citation],
     profile: &VendorProfile,
     source: &str,
     opts: &RunOptions,
@@ -256,8 +256,8 @@ fn print(
         }
     )?;
     let mut shared: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
-    for (judge, sender, lines) in cited {
-        *shared.entry((judge, sender)).or_default() += lines.len();
+    for c in cited {
+        *shared.entry((&c.judge, &c.sender)).or_default() += c.lines.len();
     }
     for ((judge, sender), n) in shared {
         writeln!(

@@ -106,8 +106,19 @@ pub struct Session {
     redirects: std::sync::Mutex<Vec<(String, Redirect)>>,
     /// Requests more than one case judges, by what they are ([`Session::shared`]).
     shared: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Shared>>>>,
-    /// Every citation so far: the case that judged, the case that sent, the lines.
-    cited: std::sync::Mutex<Vec<(String, String, Vec<u64>)>>,
+    /// Every citation so far ([`Session::cited`]).
+    cited: std::sync::Mutex<Vec<Citation>>,
+}
+
+/// A case judged exchanges another case sent ([`Session::shared`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Citation {
+    /// The case that judged them.
+    pub judge: String,
+    /// The case that sent them.
+    pub sender: String,
+    /// Their transcript lines.
+    pub lines: Vec<u64>,
 }
 
 /// Requests one case sent that later cases judge too: what the sender made of them
@@ -910,7 +921,12 @@ impl Session {
     /// type under the same key is a bug in tenantcheck. When `send` fails, nothing is
     /// kept and the next case to ask sends again. Returns the value and, when another
     /// case sent it, that case.
-    pub async fn shared<T, F, Fut>(&self, case: &str, key: &str, send: F) -> Result<(Arc<T>, Option<String>), SessionError>
+    pub async fn shared<T, F, Fut>(
+        &self,
+        case: &str,
+        key: &str,
+        send: F,
+    ) -> Result<(Arc<T>, Option<String>), SessionError>
     where
         T: std::any::Any + Send + Sync,
         F: FnOnce() -> Fut,
@@ -943,10 +959,11 @@ impl Session {
         }
         let seqs: Vec<u64> = entry.sent.iter().map(|(_, s)| s.seq).collect();
         self.transcript.append_cite(case, &seqs)?;
-        self.cited
-            .lock()
-            .expect("citations poisoned")
-            .push((case.to_owned(), entry.case.clone(), seqs));
+        self.cited.lock().expect("citations poisoned").push(Citation {
+            judge: case.to_owned(),
+            sender: entry.case.clone(),
+            lines: seqs,
+        });
         for (tenant, sent) in &entry.sent {
             self.note_leaks(case, tenant, sent.seq, &sent.exchange);
             let redirect = self
@@ -966,9 +983,8 @@ impl Session {
         Ok((value, Some(entry.case)))
     }
 
-    /// Every citation so far ([`Session::shared`]): the case that judged exchanges
-    /// another sent, that case, and their lines.
-    pub fn cited(&self) -> Vec<(String, String, Vec<u64>)> {
+    /// Every citation so far ([`Session::shared`]).
+    pub fn cited(&self) -> Vec<Citation> {
         self.cited.lock().expect("citations poisoned").clone()
     }
 

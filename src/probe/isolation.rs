@@ -378,7 +378,7 @@ impl Run<'_> {
             self.top_up(&tenants, seed_length(&targets, top), top).await?;
             // Each pinned pair's seeder writes a short prompt (one a node that drops
             // long prompts' writes still stores), its prober reads at the top.
-            let seed = targets.iter().copied().filter(|&t| t <= top / 5).max().unwrap_or(targets[0]);
+            let seed = rung_within(&targets, top / 5);
             self.cover_nodes(&tenants, seed, top).await?;
         }
         Ok(Some(reach))
@@ -986,13 +986,20 @@ pub fn ladder(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile, u
 /// pages leaves more residue for a long prompt that reads stale pages to find, and its
 /// answer joins that rung's controls.
 pub fn seed_length(targets: &[u64], target: u64) -> u64 {
-    let half = target / 2;
+    rung_within(targets, target / 2)
+}
+
+/// The longest rung of at most `limit` tokens (`limit` itself below the lowest rung),
+/// and never below a few records: a seed's length. Before each pair's prober the
+/// seed is at most half its prompt ([`seed_length`]); before a fleet's pinned pairs,
+/// many more of them, at most a fifth of the top.
+fn rung_within(targets: &[u64], limit: u64) -> u64 {
     targets
         .iter()
         .copied()
-        .filter(|&t| t <= half)
+        .filter(|&t| t <= limit)
         .max()
-        .unwrap_or(half)
+        .unwrap_or(limit)
         .max(64)
 }
 

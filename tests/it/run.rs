@@ -1,7 +1,9 @@
 //! End-to-end tests: the `tenantcheck` binary against the reference vendor on
 //! 127.0.0.1 (in-process, or as its own process on port 0), healthy and with faults.
 
-use crate::common::{Sim, TempDir, files, output, rechained, resigned, run_exact, run_vendor, tenantcheck, verified, verify_run};
+use crate::common::{
+    Sim, TempDir, files, output, rechained, resigned, run_exact, run_vendor, tenantcheck, verified, verify_run,
+};
 use std::path::Path;
 use tenantcheck::canary::{Fragment, RunSecret};
 use tenantcheck::outcome::{FindingCode, Verdict};
@@ -514,7 +516,12 @@ fn a_request_two_cases_judge_is_sent_once_and_each_answers_for_it() {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|v| v["kind"] == "cite")
         .map(|v| {
-            let seqs = v["cites"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+            let seqs = v["cites"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_u64().unwrap())
+                .collect();
             (v["seq"].as_u64().unwrap(), v["case"].as_str().unwrap().to_owned(), seqs)
         })
         .collect();
@@ -522,7 +529,12 @@ fn a_request_two_cases_judge_is_sent_once_and_each_answers_for_it() {
     assert_eq!(cites.len(), 2, "{cites:?}");
     let leaks_in = |case: &str| -> Vec<u64> {
         let c = report.cases.iter().find(|c| c.id == case).unwrap();
-        c.outcome.findings.iter().filter_map(|f| f.leak.as_ref()).map(|l| l.returned_in).collect()
+        c.outcome
+            .findings
+            .iter()
+            .filter_map(|f| f.leak.as_ref())
+            .map(|l| l.returned_in)
+            .collect()
     };
     let (at, judge, seqs) = &cites[1];
     let top = *seqs.last().unwrap();
@@ -536,7 +548,11 @@ fn a_request_two_cases_judge_is_sent_once_and_each_answers_for_it() {
     );
     let judged = report.cases.iter().find(|c| c.id == *judge).unwrap();
     assert_eq!(judged.outcome.verdict, Verdict::Fail);
-    assert!(judged.outcome.summary.contains("was sent by"), "{}", judged.outcome.summary);
+    assert!(
+        judged.outcome.summary.contains("was sent by"),
+        "{}",
+        judged.outcome.summary
+    );
 
     // A tool that drops the citation from the transcript but keeps the leak in the
     // judge's findings: the leak is in no answer of the judge's.
@@ -549,7 +565,10 @@ fn a_request_two_cases_judge_is_sent_once_and_each_answers_for_it() {
     assert_eq!(rechained(&leaky, |_| {}), Ok(()));
     // A citation of a line not yet written, or for a case the report lacks, or for a
     // case re-judged from its own lines alone, is refused.
-    let err = rechained(&leaky, |lines| lines[*at as usize]["cites"] = serde_json::json!([at + 1])).unwrap_err();
+    let err = rechained(&leaky, |lines| {
+        lines[*at as usize]["cites"] = serde_json::json!([at + 1])
+    })
+    .unwrap_err();
     assert!(err.contains("which is no earlier exchange"), "{err}");
     let err = rechained(&leaky, |lines| lines[*at as usize]["case"] = "no.such-case".into()).unwrap_err();
     assert!(err.contains("cites for a case the report does not hold"), "{err}");
@@ -869,7 +888,7 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
         !std::path::Path::new(tenantcheck::harness::DEFAULT_RUNS_DIR).exists() || !plan.contains("report:"),
         "a plan writes no report"
     );
-    let rows: std::collections::BTreeMap<&str, Vec<f64>> = plan
+    let mut rows: std::collections::BTreeMap<&str, Vec<f64>> = plan
         .lines()
         .skip_while(|l| !l.starts_with("case "))
         .skip(1)
@@ -918,20 +937,28 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
     let mut together: Vec<(String, String)> = Vec::new();
     for line in transcript.lines().filter(|l| l.contains(r#""kind":"cite""#)) {
         let cite: serde_json::Value = serde_json::from_str(line).unwrap();
-        let sender = exchanges[&cite["cites"][0].as_u64().unwrap()]["case"].as_str().unwrap().to_owned();
+        let sender = exchanges[&cite["cites"][0].as_u64().unwrap()]["case"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         together.push((cite["case"].as_str().unwrap().to_owned(), sender));
     }
     assert!(
-        together.iter().any(|(a, b)| a.starts_with("context.") && b.starts_with("context.")),
+        together
+            .iter()
+            .any(|(a, b)| a.starts_with("context.") && b.starts_with("context.")),
         "context.boundary and context.recall share their baseline and their prompt at the top: {together:?}"
     );
-    assert!(plan.contains("shared: context."), "the plan says which requests are shared\n{plan}");
-    let mut rows: std::collections::BTreeMap<&str, Vec<f64>> = rows;
-    let mut by_case = by_case;
+    assert!(
+        plan.contains("shared: context."),
+        "the plan says which requests are shared\n{plan}"
+    );
     for (judge, sender) in &together {
         for (a, b) in [(judge.as_str(), sender.as_str()), (sender.as_str(), judge.as_str())] {
             // `a`'s figures move into `b`'s row, in the plan and in the run alike.
-            let (Some(from), Some(into)) = (rows.get(a).cloned(), by_case.get(a).copied()) else { continue };
+            let (Some(from), Some(into)) = (rows.get(a).cloned(), by_case.get(a).copied()) else {
+                continue;
+            };
             if a == b || !rows.contains_key(b) {
                 continue;
             }

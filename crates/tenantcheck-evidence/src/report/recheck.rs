@@ -115,7 +115,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             }
             Line::Cite { case, cites } => {
                 if !probe_of.contains_key(case.as_str()) {
-                    return Err(bad(&case, format!("line {} cites for a case the report does not hold", n + 1)));
+                    return Err(bad(
+                        &case,
+                        format!("line {} cites for a case the report does not hold", n + 1),
+                    ));
                 }
                 for seq in cites {
                     let Some(s) = seen.get(&seq) else {
@@ -127,7 +130,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                     // Only the answers the probes' own rules re-judge from their lines
                     // cannot be cited: their count would come out short.
                     if runs(&case, "usage.consistency") || runs(&case, "errors.semantics") {
-                        return Err(bad(&case, format!("cites #{seq}, but its answers are re-judged from its own lines")));
+                        return Err(bad(
+                            &case,
+                            format!("cites #{seq}, but its answers are re-judged from its own lines"),
+                        ));
                     }
                     s.lay_on(&case, seq, &mut redirected, &mut leaks);
                     if let Some(a) = answers.get_mut(&seq)
@@ -172,7 +178,11 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         );
         let s = Seen {
             redirected: matches!(ex.status, Some(300..=399)),
-            hits: scanner.scan(&ex.returned_text(), tenant).into_iter().map(|h| h.id).collect(),
+            hits: scanner
+                .scan(&ex.returned_text(), tenant)
+                .into_iter()
+                .map(|h| h.id)
+                .collect(),
         };
         s.lay_on(&case, seq, &mut redirected, &mut leaks);
         seen.insert(seq, s);
@@ -552,7 +562,10 @@ fn recheck_power(
                 ));
             };
             if !a.judged_by(case) {
-                return Err(bad(case, format!("its control names #{seq}, an answer of {}", a.cases[0])));
+                return Err(bad(
+                    case,
+                    format!("its control names #{seq}, an answer of {}", a.cases[0]),
+                ));
             }
             if crate::judge::echoed(own(&a.tenant), &a.prompt, &a.content) {
                 echoed.push(*seq);
