@@ -129,7 +129,8 @@ struct Shared {
     case: String,
     /// What the sender's probe keeps of them (a probe's own type).
     value: Arc<dyn std::any::Any + Send + Sync>,
-    /// The exchanges, as recorded, with the tenant each was sent as.
+    /// The exchanges, as recorded (without the requests' bodies), with the tenant
+    /// each was sent as.
     sent: Vec<(String, Sent)>,
 }
 
@@ -941,7 +942,12 @@ impl Session {
             .clone();
         let entry = cell
             .get_or_try_init(|| async {
-                let (value, sent) = send().await?;
+                let (value, mut sent) = send().await?;
+                // What a citing case judges again is what came back; a long prompt
+                // is not kept twice for it.
+                for (_, s) in &mut sent {
+                    s.exchange.request.body = None;
+                }
                 Ok::<_, SessionError>(Shared {
                     case: case.to_owned(),
                     value: Arc::new(value),

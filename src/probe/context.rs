@@ -125,7 +125,7 @@ struct Facts {
     /// The seeder's request, and its length in characters.
     seed: Sent,
     seed_chars: usize,
-    /// The prober's request.
+    /// The prober's request (its body dropped: the text is `prompt`).
     sent: Sent,
 }
 
@@ -231,7 +231,9 @@ async fn send_facts(
         }
     }
     let sent_tokens = sizer.tokens_of(&prompt) + opening;
-    let sent = sizer.send(shape.prober, prompt.clone(), shape.max_tokens, false).await?;
+    let mut sent = sizer.send(shape.prober, prompt.clone(), shape.max_tokens, false).await?;
+    // The prompt is kept once, as `prompt`; the request's body holds it again.
+    sent.exchange.request.body = None;
     let lines = vec![
         (shape.seeder.to_owned(), seed_sent.clone()),
         (shape.prober.to_owned(), sent.clone()),

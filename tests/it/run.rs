@@ -553,6 +553,11 @@ fn a_request_two_cases_judge_is_sent_once_and_each_answers_for_it() {
         "{}",
         judged.outcome.summary
     );
+    let (_, stdout, _) = output(&mut verify_run(&leaky));
+    assert!(
+        stdout.contains("(4 more judged by a second case, through a cite line)"),
+        "{stdout}"
+    );
 
     // A tool that drops the citation from the transcript but keeps the leak in the
     // judge's findings: the leak is in no answer of the judge's.

@@ -174,33 +174,24 @@ pub fn by_reference(value: &serde_json::Value) -> Option<serde_json::Value> {
             object.insert(KEY.to_owned(), serde_json::to_value(r).expect("a reference serialises"));
             Some(Value::Object(object))
         }
-        Value::Array(items) => {
-            let replaced: Vec<Option<Value>> = items.iter().map(by_reference).collect();
-            if replaced.iter().all(Option::is_none) {
-                return None;
-            }
-            Some(Value::Array(
-                items
-                    .iter()
-                    .zip(replaced)
-                    .map(|(v, r)| r.unwrap_or_else(|| v.clone()))
-                    .collect(),
-            ))
-        }
+        Value::Array(items) => each_by_reference(items.iter()).map(Value::Array),
         Value::Object(map) => {
-            let replaced: Vec<Option<Value>> = map.values().map(by_reference).collect();
-            if replaced.iter().all(Option::is_none) {
-                return None;
-            }
-            Some(Value::Object(
-                map.iter()
-                    .zip(replaced)
-                    .map(|((k, v), r)| (k.clone(), r.unwrap_or_else(|| v.clone())))
-                    .collect(),
-            ))
+            each_by_reference(map.values()).map(|values| Value::Object(map.keys().cloned().zip(values).collect()))
         }
         _ => None,
     }
+}
+
+/// `values`, each by reference where it has one; `None` when none has (then nothing
+/// is copied): the array and object cases of [`by_reference`].
+fn each_by_reference<'v>(
+    values: impl Iterator<Item = &'v serde_json::Value> + Clone,
+) -> Option<Vec<serde_json::Value>> {
+    let refs: Vec<Option<serde_json::Value>> = values.clone().map(by_reference).collect();
+    if refs.iter().all(Option::is_none) {
+        return None;
+    }
+    Some(values.zip(refs).map(|(v, r)| r.unwrap_or_else(|| v.clone())).collect())
 }
 
 /// Puts back, in place, the text of every reference in `value`: regenerated from its

@@ -719,9 +719,10 @@ pub fn verify(
             on_check("the transcript's first line commits to the same run secret and challenge".to_owned());
             let r = recheck::recheck(&report, bytes, &revealed)?;
             on_check(format!(
-                "re-derived {} canaries from the revealed secret and re-scanned {} responses: {} leak findings confirmed, none missed; {} improper refusals and {} usage mismatches re-judged as signed; {} timing levels replayed; {} cases' power re-derived from their controls",
+                "re-derived {} canaries from the revealed secret and re-scanned {} responses ({} more judged by a second case, through a cite line): {} leak findings confirmed, none missed; {} improper refusals and {} usage mismatches re-judged as signed; {} timing levels replayed; {} cases' power re-derived from their controls",
                 r.canaries,
                 r.responses,
+                r.cited,
                 r.leaks,
                 r.refusals,
                 r.usage.map_or("no".to_owned(), |n| n.to_string()),

@@ -50,6 +50,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub(super) struct Rechecked {
     pub canaries: usize,
     pub responses: usize,
+    /// Exchanges a second case judged (each citation of each line).
+    pub cited: usize,
     pub leaks: usize,
     pub refusals: usize,
     /// Usage mismatches re-judged, when the usage case ran.
@@ -91,6 +93,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // other tenants' canaries in it, whether it was an improper refusal. A `cite` line
     // lays these on the citing case as on the case that sent it.
     let mut seen: BTreeMap<u64, Seen> = BTreeMap::new();
+    let mut cited = 0;
     for (n, line) in crate::transcript::lines(transcript).enumerate() {
         // Fail closed: a line that does not read (an exchange that does not say whose
         // it is, say) cannot be judged.
@@ -136,6 +139,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         ));
                     }
                     s.lay_on(&case, seq, &mut redirected, &mut leaks);
+                    cited += 1;
                     if let Some(a) = answers.get_mut(&seq)
                         && !a.cases.contains(&case)
                     {
@@ -380,6 +384,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     Ok(Rechecked {
         canaries: scanner.len(),
         responses,
+        cited,
         leaks: confirmed,
         refusals: refusals.values().sum(),
         usage: usage_checked,
