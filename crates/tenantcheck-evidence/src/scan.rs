@@ -26,6 +26,11 @@
 //! | `prose` | two distinct names of one tenant's [`crate::canary::Marks`], as whole words | a model inventing names at random: (24/32,768)^2, 5e-7 per pair of invented words |
 //!
 //! A run of a few hundred canaries over a few thousand numbers: below 1e-3 in all.
+//! Digits that are exactly one of the recipient's own account numbers never count
+//! towards a near hit: its own prompt explains them, and its echo of its own records
+//! is where most numbers of an answer come from (a healthy fleet run of about a
+//! thousand canaries once failed on one of its own numbers, two digits off another
+//! tenant's under a family name the two records shared).
 //! Candidates for near accounts are found by the pigeonhole principle: a number one or
 //! two digits off shares at least one of the three 4-digit blocks exactly. A name alone
 //! is never a hit: 4,096 names and a run's hundreds of canaries would make one common.
@@ -37,6 +42,11 @@
 
 use crate::canary::{Canary, Fragment};
 use aho_corasick::{AhoCorasick, MatchKind};
+
+/// Account numbers (their 12 digits) and the tenants whose canaries hold them: digits
+/// that are exactly one of the recipient's own numbers are explained by its own
+/// prompt, and never make a near hit of another tenant's.
+type Owners = std::collections::HashMap<[u8; 12], Vec<String>>;
 
 /// Up to this many patterns the matcher is a DFA; beyond, aho-corasick chooses.
 const MAX_DFA_PATTERNS: usize = 40_000;
@@ -80,6 +90,8 @@ pub struct Scanner {
     accounts: Vec<([u8; 12], String)>,
     /// (block 0-2, its 4 digits) → the canaries whose account has them there.
     blocks: std::collections::HashMap<(u8, [u8; 4]), Vec<usize>>,
+    /// Its canaries' account numbers and their owners.
+    owners: Owners,
     /// How many letters and digits around a run of digits can belong to a hit (the
     /// longest record); `None` when a pattern lacks such a run and the whole text must
     /// be scanned.
@@ -99,6 +111,8 @@ pub struct GrowingScanner {
     runs: Vec<(usize, Scanner)>,
     /// A scanner of the tenants' prose marks alone.
     marks: Option<Scanner>,
+    /// Every canary's account number and its owners, across the runs.
+    owners: Owners,
 }
 
 impl GrowingScanner {
@@ -108,11 +122,13 @@ impl GrowingScanner {
             canaries: Vec::new(),
             runs: Vec::new(),
             marks: Some(Scanner::new(Vec::new()).with_marks(marks)),
+            owners: Owners::new(),
         }
     }
 
     /// Looks for `canary` too, from the next scan on.
     pub fn add(&mut self, canary: Canary) {
+        own(&mut self.owners, &canary);
         self.canaries.push(canary);
     }
 
@@ -149,7 +165,12 @@ impl GrowingScanner {
     /// As [`Scanner::scan`] over every canary added.
     pub fn scan(&mut self, text: &str, recipient: &str) -> Vec<Hit> {
         self.settle();
-        let mut hits: Vec<Hit> = self.runs.iter().flat_map(|(_, s)| s.scan(text, recipient)).collect();
+        let owners = &self.owners;
+        let mut hits: Vec<Hit> = self
+            .runs
+            .iter()
+            .flat_map(|(_, s)| s.scan_explaining(text, recipient, owners))
+            .collect();
         if let Some(marks) = &self.marks {
             hits.extend(marks.scan(text, recipient));
         }
@@ -174,6 +195,17 @@ pub struct Hit {
     pub excerpt: String,
 }
 
+/// Records `canary`'s account number under its owner.
+fn own(owners: &mut Owners, canary: &Canary) {
+    let digits: Vec<u8> = canary.account.bytes().filter(u8::is_ascii_digit).collect();
+    if let Ok(digits) = <[u8; 12]>::try_from(digits) {
+        let list = owners.entry(digits).or_default();
+        if !list.contains(&canary.owner) {
+            list.push(canary.owner.clone());
+        }
+    }
+}
+
 impl Scanner {
     /// A scanner for these canaries.
     ///
@@ -187,7 +219,9 @@ impl Scanner {
         let mut accounts = Vec::new();
         let mut locals = Vec::new();
         let mut blocks: std::collections::HashMap<(u8, [u8; 4]), Vec<usize>> = Default::default();
+        let mut owners = Owners::new();
         for (i, c) in canaries.iter().enumerate() {
+            own(&mut owners, c);
             let digits: Vec<u8> = c.account.bytes().filter(u8::is_ascii_digit).collect();
             let digits: [u8; 12] = digits.try_into().unwrap_or([0; 12]);
             for k in 0..3u8 {
@@ -238,6 +272,7 @@ impl Scanner {
             accounts,
             locals,
             blocks,
+            owners,
             context,
             marks: Default::default(),
         }
@@ -271,14 +306,20 @@ impl Scanner {
 
     /// Canaries not owned by `recipient` found in `text`, one hit per canary.
     pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
+        self.scan_explaining(text, recipient, &self.owners)
+    }
+
+    /// As [`Scanner::scan`], with `owners` telling which account numbers are the
+    /// recipient's own (a [`GrowingScanner`]'s runs each hold some of the canaries).
+    fn scan_explaining(&self, text: &str, recipient: &str, owners: &Owners) -> Vec<Hit> {
         let mut best: Vec<Option<(Fragment, usize, usize)>> = vec![None; self.canaries.len()];
         match self.context {
             Some(context) => {
                 for (start, end) in regions(text, context) {
-                    self.scan_region(text, start, end, recipient, &mut best);
+                    self.scan_region(text, start, end, recipient, owners, &mut best);
                 }
             }
-            None => self.scan_region(text, 0, text.len(), recipient, &mut best),
+            None => self.scan_region(text, 0, text.len(), recipient, owners, &mut best),
         }
         let mut hits: Vec<Hit> = best
             .into_iter()
@@ -348,6 +389,7 @@ impl Scanner {
         start: usize,
         end: usize,
         recipient: &str,
+        owners: &Owners,
         best: &mut [Option<(Fragment, usize, usize)>],
     ) {
         let Some(matcher) = &self.matcher else {
@@ -377,7 +419,7 @@ impl Scanner {
             let (fragment, s, e) = whole.unwrap_or((fragment, m.start(), m.end()));
             found.push((ci, fragment, s, e));
         }
-        self.near_accounts(&skeleton, recipient, &mut found);
+        self.near_accounts(&skeleton, recipient, owners, &mut found);
         if found.is_empty() {
             return;
         }
@@ -400,8 +442,17 @@ impl Scanner {
 
 impl Scanner {
     /// Adds to `found` every run of 12 digits in `skeleton` near a canary's account
-    /// number (see the module) that is not `recipient`'s.
-    fn near_accounts(&self, skeleton: &str, recipient: &str, found: &mut Vec<(usize, Fragment, usize, usize)>) {
+    /// number (see the module) that is not `recipient`'s, and that leans on no digit of
+    /// one of `recipient`'s own account numbers as it stands (per `owners`): those
+    /// digits are its own prompt's, and a near match over them is chance (a faithful
+    /// echo of its records, or two of its numbers side by side).
+    fn near_accounts(
+        &self,
+        skeleton: &str,
+        recipient: &str,
+        owners: &Owners,
+        found: &mut Vec<(usize, Fragment, usize, usize)>,
+    ) {
         let bytes = skeleton.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
@@ -413,7 +464,19 @@ impl Scanner {
             while i < bytes.len() && bytes[i].is_ascii_digit() {
                 i += 1;
             }
-            for w in start..(i.max(start + 11) - 11) {
+            let windows = start..(i.max(start + 11) - 11);
+            let own: Vec<usize> = windows
+                .clone()
+                .filter(|&w| {
+                    let window: [u8; 12] = bytes[w..w + 12].try_into().expect("12 digits");
+                    owners.get(&window).is_some_and(|o| o.iter().any(|t| t == recipient))
+                })
+                .collect();
+            let explained = |w: usize, len: usize| own.iter().any(|&o| w < o + 12 && o < w + len);
+            for w in windows {
+                if explained(w, 12) {
+                    continue;
+                }
                 let window: [u8; 12] = bytes[w..w + 12].try_into().expect("12 digits");
                 let mut seen = Vec::new();
                 for k in 0..3u8 {
@@ -442,6 +505,9 @@ impl Scanner {
             // still stands exactly at the window's start or end.
             for len in [11, 13] {
                 for w in start..(i + 1).saturating_sub(len).max(start) {
+                    if explained(w, len) {
+                        continue;
+                    }
                     let window = &bytes[w..w + len];
                     let head: [u8; 4] = window[..4].try_into().expect("4 digits");
                     let tail: [u8; 4] = window[len - 4..].try_into().expect("4 digits");
@@ -814,6 +880,51 @@ mod tests {
         // Non-ASCII around the number does not break the name window.
         let wide = format!("ÄÖÜ {family} é {} ü", off(&a.account, &[2, 9]));
         assert_eq!(scanner.scan(&wide, "b").len(), 1);
+    }
+
+    #[test]
+    fn the_recipients_own_account_numbers_never_make_a_near_hit() {
+        let s = RunSecret::generate();
+        let a = s.canary("a", "t", 0);
+        // Another tenant's canary whose number is two digits off a's, under the same
+        // family name: a's faithful echo of its own record stood near it by chance
+        // (a healthy run once failed so).
+        let b = Canary {
+            id: "b/t/0".into(),
+            owner: "b".into(),
+            name: a.name.clone(),
+            account: off(&a.account, &[2, 9]),
+            ..s.canary("b", "t", 0)
+        };
+        let one = Scanner::new(vec![a.clone(), b.clone()]);
+        let echo = format!("Here is the record: {}", a.record());
+        assert!(one.scan(&echo, "a").is_empty(), "{:?}", one.scan(&echo, "a"));
+        // Two of a's numbers side by side (13 digits, one "put in"): still its own.
+        let digits: String = a.account.chars().filter(char::is_ascii_digit).collect();
+        let side_by_side = format!("{} {digits}7", a.name);
+        assert!(one.scan(&side_by_side, "a").is_empty());
+        // b's number garbled as a leak garbles it is still found, and a's own number,
+        // found in what another tenant got, is still a's leak.
+        let garbled = format!("{}, account {}", a.name, off(&b.account, &[5]));
+        let hits = one.scan(&garbled, "a");
+        assert_eq!(hits.len(), 1, "{garbled}");
+        assert_eq!(
+            (hits[0].id.as_str(), hits[0].fragment),
+            ("b/t/0", Fragment::AccountNear)
+        );
+        assert_eq!(
+            one.scan(&echo, "c").len(),
+            2,
+            "to a third tenant, a's record and b's near number"
+        );
+        // A growing scanner with the two canaries in different runs agrees.
+        let mut growing = GrowingScanner::new(&[]);
+        growing.add(a.clone());
+        assert!(growing.scan(&echo, "a").is_empty());
+        growing.add(b.clone());
+        for (text, to) in [(&echo, "a"), (&garbled, "a"), (&echo, "c")] {
+            assert_eq!(growing.scan(text, to), one.scan(text, to), "{text} to {to}");
+        }
     }
 
     #[test]
