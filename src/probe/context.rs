@@ -6,8 +6,9 @@
 //! then, if the one at the context was not processed correctly, halving down to a
 //! length that is, and bisection between the two down to `resolution`. Before every
 //! long request another tenant sends a short prompt of canary records, so that a
-//! mis-admitted request finds another tenant's residue to read. Each prompt holds a
-//! needle (a fact) at its start and asks for it at its end. Last, a prompt that fits
+//! mis-admitted request finds another tenant's residue to read. Each prompt holds
+//! needles (facts) at `depths`, one at its start, and asks for them at its end; the
+//! case judges the one at the start. Last, a prompt that fits
 //! the context asks for more tokens than the room it leaves, and asks the model to
 //! write without end: it must be refused, or stopped at the context; more completion
 //! than the room is a silent context shift (the engine dropped the head of the
@@ -26,6 +27,13 @@
 //! **context.recall** places needles at several depths of prompts of several lengths
 //! and asks for all of them; a needle lost at some depth while the short baseline
 //! recalls them all is a fail (silent truncation). A refused length is not exercised.
+//! Another tenant's records come before each prompt, as for the boundary.
+//!
+//! The two send one `Shape` of prompt and judge it each by its own rule, so where
+//! their parameters agree (in the suite: the short baseline and the prompt at the top
+//! of the context) the first to run sends it and the other judges the answer already
+//! recorded ([`crate::session::Session::shared`]; the transcript cites it for the
+//! second case). Run alone, each sends what it judges.
 
 use super::{Context, Sizer, conclude, describe, refused};
 use crate::canary::Needle;
