@@ -89,9 +89,9 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // not from its id: a suite may name its cases as it likes.
     let probe_of: BTreeMap<&str, &str> = report.cases.iter().map(|c| (c.id.as_str(), c.probe.as_str())).collect();
     let runs = |case: &str, probe: &str| probe_of.get(case) == Some(&probe);
-    // What each exchange line showed, by seq: its tenant, whether it redirected, the
-    // other tenants' canaries in it, whether it was an improper refusal. A `cite` line
-    // lays these on the citing case as on the case that sent it.
+    // What each exchange line showed that every case judging it answers for, by seq:
+    // whether it redirected, and the other tenants' canaries in it. A `cite` line lays
+    // these on the citing case as on the case that sent it.
     let mut seen: BTreeMap<u64, Seen> = BTreeMap::new();
     let mut cited = 0;
     for (n, line) in crate::transcript::lines(transcript).enumerate() {
