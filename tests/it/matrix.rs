@@ -201,14 +201,9 @@ const ROWS: &[Row] = &[
     Row {
         name: "weak model, stale-pages, fragmenting model",
         flags: &["--fault", "stale-pages", "--fragmenting-model", "--weak-model"],
-        inconclusive: &[
-            "concurrency.binding",
-            "context.boundary",
-            "context.recall",
-            "metadata.cross-tenant",
-        ],
+        inconclusive: &["concurrency.binding", "metadata.cross-tenant"],
         fail: &["isolation.canary-residue"],
-        why: "no power from the controls, yet the other tenant's prose that comes back is a leak seen",
+        why: "no power from the controls, yet the other tenant's prose that comes back is a leak seen; the context cases' prompt at the top comes back with that prose (FAIL) only when the case run before left it in the stale pages, else with nothing (INCONCLUSIVE): the order is drawn per run",
     },
     Row {
         name: "background tenant",
@@ -286,6 +281,17 @@ const ROWS: &[Row] = &[
     },
 ];
 
+/// Cells whose verdict depends on the order the run draws for its cases, and is one of
+/// two, never a pass: (row, case). With the weak, fragmenting model under
+/// `stale-pages`, the context cases' prompt at the top reads whatever pages the case
+/// before left; after isolation's long seeds it comes back with the other tenant's
+/// prose (a leak seen: FAIL), otherwise with nothing of anyone's (a model too weak to
+/// recall: INCONCLUSIVE). The table shows both.
+const EITHER: &[(&str, &str)] = &[
+    ("weak model, stale-pages, fragmenting model", "context.boundary"),
+    ("weak model, stale-pages, fragmenting model", "context.recall"),
+];
+
 fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdict> {
     let sim = Sim::start("matrix-key-a", "matrix-key-b", flags);
     let dir = tmp.path().join(tag);
@@ -341,6 +347,16 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
         }
         table.push_str(&format!("| {} | `{}` |", row.name, row.flags.join(" ")));
         for (case, verdict) in &got {
+            if EITHER.contains(&(row.name, case.as_str())) {
+                if !matches!(verdict, Verdict::Fail | Verdict::Inconclusive) {
+                    mismatches.push(format!(
+                        "{}: {case} is {verdict:?}, expected Fail or Inconclusive",
+                        row.name
+                    ));
+                }
+                table.push_str(" FAIL or INCONCLUSIVE |");
+                continue;
+            }
             let want = if row.fail.contains(&case.as_str()) {
                 Verdict::Fail
             } else if row.inconclusive.contains(&case.as_str()) {
