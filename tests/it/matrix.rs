@@ -202,8 +202,8 @@ const ROWS: &[Row] = &[
         name: "weak model, stale-pages, fragmenting model",
         flags: &["--fault", "stale-pages", "--fragmenting-model", "--weak-model"],
         inconclusive: &["concurrency.binding", "metadata.cross-tenant"],
-        fail: &["isolation.canary-residue"],
-        why: "no power from the controls, yet the other tenant's prose that comes back is a leak seen; the context cases' prompt at the top comes back with that prose (FAIL) only when the case run before left it in the stale pages, else with nothing (INCONCLUSIVE): the order is drawn per run",
+        fail: &[],
+        why: "no power from the controls, yet the other tenant's prose that comes back is a leak seen; a long prompt comes back with that prose (FAIL) only when the case run before left it in the stale pages, else with nothing (INCONCLUSIVE): the order is drawn per run",
     },
     Row {
         name: "background tenant",
@@ -283,13 +283,13 @@ const ROWS: &[Row] = &[
 
 /// Cells whose verdict depends on the order the run draws for its cases, and is one of
 /// two, never a pass: (row, case). With the weak, fragmenting model under
-/// `stale-pages`, the context cases' prompt at the top reads whatever pages the case
-/// before left; after isolation's long seeds it comes back with the other tenant's
+/// `stale-pages`, a long prompt reads whatever pages the case before left; after isolation's long seeds it comes back with the other tenant's
 /// prose (a leak seen: FAIL), otherwise with nothing of anyone's (a model too weak to
 /// recall: INCONCLUSIVE). The table shows both.
 const EITHER: &[(&str, &str)] = &[
     ("weak model, stale-pages, fragmenting model", "context.boundary"),
     ("weak model, stale-pages, fragmenting model", "context.recall"),
+    ("weak model, stale-pages, fragmenting model", "isolation.canary-residue"),
 ];
 
 fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdict> {
