@@ -195,8 +195,8 @@ const ROWS: &[Row] = &[
         name: "stale-pages, fragmenting model",
         flags: &["--fault", "stale-pages", "--fragmenting-model"],
         inconclusive: &[],
-        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
-        why: "the residue comes back as a stretch of the other tenant's prose with no record in it: recognised by the invented names that mark each tenant's filler",
+        fail: &["context.boundary", "context.recall"],
+        why: "the residue comes back as a stretch of the other tenant's prose with no record in it: recognised by the invented names that mark each tenant's filler; isolation's seed fills at most the first half of the pages a long prompt reads, and this model continues from the middle, past it, into what older requests left: the other tenant's prose (FAIL) or the prober's own (INCONCLUSIVE), as the drawn order left them",
     },
     Row {
         name: "weak model, stale-pages, fragmenting model",
@@ -282,11 +282,14 @@ const ROWS: &[Row] = &[
 ];
 
 /// Cells whose verdict depends on the order the run draws for its cases, and is one of
-/// two, never a pass: (row, case). With the weak, fragmenting model under
-/// `stale-pages`, a long prompt reads whatever pages the case before left; after isolation's long seeds it comes back with the other tenant's
-/// prose (a leak seen: FAIL), otherwise with nothing of anyone's (a model too weak to
-/// recall: INCONCLUSIVE). The table shows both.
+/// two, never a pass: (row, case). Under `stale-pages` a long prompt reads whatever
+/// pages the requests before it left. The fragmenting model continues that residue from
+/// its middle, past the first half of the pages, which is all a seed of at most half
+/// the prober's prompt can fill: what it finds there is the other tenant's prose (a
+/// leak seen: FAIL) or the asking tenant's own, or nothing of anyone's (INCONCLUSIVE),
+/// as the cases run before left the pool. The table shows both.
 const EITHER: &[(&str, &str)] = &[
+    ("stale-pages, fragmenting model", "isolation.canary-residue"),
     ("weak model, stale-pages, fragmenting model", "context.boundary"),
     ("weak model, stale-pages, fragmenting model", "context.recall"),
     ("weak model, stale-pages, fragmenting model", "isolation.canary-residue"),
