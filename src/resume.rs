@@ -67,9 +67,9 @@ impl Resumed {
         })
     }
 
-    /// Registers every canary the first part issued and scans its answers to the
-    /// unfinished cases for them, so that a leak in a case cut short still fails it
-    /// when it runs again.
+    /// Registers every canary the first part issued and every request's text, and scans
+    /// its answers to the unfinished cases for both, so that a leak in a case cut short
+    /// still fails it when it runs again.
     pub fn rescan(&self, session: &Session, transcript: &Path) -> std::io::Result<()> {
         session.preload(&self.report.canaries);
         let bytes = std::fs::read(transcript)?;
@@ -85,9 +85,7 @@ impl Resumed {
                     tenant,
                     mut exchange,
                 } => {
-                    if self.unfinished.contains(&case) {
-                        session.rescan(&case, &tenant, seq, &exchange);
-                    }
+                    session.replay(&case, &tenant, seq, &exchange, self.unfinished.contains(&case));
                     exchange.request.body = None;
                     answers.insert(seq, (tenant, *exchange));
                 }

@@ -108,7 +108,21 @@ pub struct Session {
     shared: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Shared>>>>,
     /// Every citation so far ([`Session::cited`]).
     cited: std::sync::Mutex<Vec<Citation>>,
+    /// Every request's text by runs of sentences, and, by transcript line, the answers
+    /// that held another request's ([`crate::passage`]). Locked while an exchange is
+    /// written, so that each answer is judged against exactly the lines before it, as
+    /// `verify` judges it.
+    passages: std::sync::Mutex<PassageBook>,
+    /// Every answer that held another request's text, by case: the net under every
+    /// probe for answers not bound to their request (which `probe::run` adds).
+    misrouted: std::sync::Mutex<Vec<(String, crate::outcome::LeakEvidence)>>,
 }
+
+/// The run's passages, and the answers that held another request's text by line.
+type PassageBook = (
+    crate::passage::Passages,
+    std::collections::BTreeMap<u64, crate::outcome::LeakEvidence>,
+);
 
 /// A case judged exchanges another case sent ([`Session::shared`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -305,7 +319,6 @@ impl Session {
         Session {
             profile,
             provider,
-            tenants,
             transcript,
             secret,
             in_flight: Semaphore::new(permits),
@@ -322,6 +335,12 @@ impl Session {
             redirects: Default::default(),
             shared: Default::default(),
             cited: Default::default(),
+            passages: std::sync::Mutex::new((
+                crate::passage::Passages::new(&tenants.iter().map(|t| t.label.clone()).collect::<Vec<_>>()),
+                std::collections::BTreeMap::new(),
+            )),
+            misrouted: Default::default(),
+            tenants,
         }
     }
 
@@ -417,10 +436,68 @@ impl Session {
             .collect()
     }
 
-    /// Scans exchanges recorded earlier (a resumed run's) as [`Session::record`] scans
-    /// new ones.
+    /// Answers recorded under `case` that held another request's text.
+    pub fn misrouted_in(&self, case: &str) -> Vec<crate::outcome::LeakEvidence> {
+        let misrouted = self.misrouted.lock().expect("passage list poisoned");
+        misrouted
+            .iter()
+            .filter(|(c, _)| c == case)
+            .map(|(_, l)| l.clone())
+            .collect()
+    }
+
+    /// Reads an exchange recorded earlier (a resumed run's), in transcript order, as
+    /// [`Session::record`] reads a new one: its request's text joins the passages every
+    /// later answer is judged against; and, where `rescan` (a case that runs again),
+    /// whatever it holds of other tenants and other requests is laid on `case`.
+    pub fn replay(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange, rescan: bool) {
+        self.note_passages(seq, tenant, exchange);
+        if rescan {
+            self.rescan(case, tenant, seq, exchange);
+        }
+    }
+
+    /// Lays what an exchange recorded earlier holds of other tenants' canaries, and of
+    /// other requests' text, on `case` (which sent or cites it).
     pub fn rescan(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
         self.note_leaks(case, tenant, seq, exchange);
+        let hit = self.passages.lock().expect("passages poisoned").1.get(&seq).cloned();
+        if let Some(leak) = hit {
+            self.misrouted
+                .lock()
+                .expect("passage list poisoned")
+                .push((case.to_owned(), leak));
+        }
+    }
+
+    /// Judges the answer of the exchange at `seq` against every request before it, and
+    /// adds its request's text; keeps a hit by line. The caller holds no other lock.
+    fn note_passages(&self, seq: u64, tenant: &str, exchange: &Exchange) -> Option<crate::outcome::LeakEvidence> {
+        let mut passages = self.passages.lock().expect("passages poisoned");
+        self.judge_passages(&mut passages, seq, tenant, exchange)
+    }
+
+    fn judge_passages(
+        &self,
+        passages: &mut PassageBook,
+        seq: u64,
+        tenant: &str,
+        exchange: &Exchange,
+    ) -> Option<crate::outcome::LeakEvidence> {
+        let answer = exchange.is_success().then_some(exchange.content.as_str());
+        let hit = passages.0.record(seq, tenant, exchange.request.body.as_ref(), answer)?;
+        let leak = crate::outcome::LeakEvidence {
+            canary_id: hit.id(),
+            owner: hit.owner,
+            recipient: tenant.to_owned(),
+            fragment: crate::canary::Fragment::Passage,
+            excerpt: hit.passage.clone(),
+            matched: hit.passage,
+            seeded_in: Some(hit.source),
+            returned_in: seq,
+        };
+        passages.1.insert(seq, leak.clone());
+        Some(leak)
     }
 
     fn note_leaks(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
@@ -889,7 +966,19 @@ impl Session {
     }
 
     fn record(&self, case: &str, tenant: &str, exchange: Exchange) -> Result<Sent, SessionError> {
-        let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
+        // The line is written and its answer judged against the lines before it under
+        // one lock: the next line's answer is judged against this one's request.
+        let (seq, passage) = {
+            let mut passages = self.passages.lock().expect("passages poisoned");
+            let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
+            (seq, self.judge_passages(&mut passages, seq, tenant, &exchange))
+        };
+        if let Some(leak) = passage {
+            self.misrouted
+                .lock()
+                .expect("passage list poisoned")
+                .push((case.to_owned(), leak));
+        }
         self.note_leaks(case, tenant, seq, &exchange);
         if let Some(status @ 300..=399) = exchange.status {
             let redirect = Redirect {
@@ -971,7 +1060,7 @@ impl Session {
             lines: seqs,
         });
         for (tenant, sent) in &entry.sent {
-            self.note_leaks(case, tenant, sent.seq, &sent.exchange);
+            self.rescan(case, tenant, sent.seq, &sent.exchange);
             let redirect = self
                 .redirects
                 .lock()

@@ -271,9 +271,47 @@ pub use crate::judge::{degenerate, echoed, foreign};
 /// added here.
 pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
     let mut outcome = spec.0.run(ctx).await;
+    // Another tenant's canary leads the summary: the net goes last.
+    misrouted(&mut outcome, ctx.session.misrouted_in(ctx.case_id));
     net(&mut outcome, ctx.session.leaks_in(ctx.case_id));
     redirected(&mut outcome, ctx.session.redirects_in(ctx.case_id));
     outcome
+}
+
+/// Fails an outcome whose case received answers holding another request's text
+/// ([`crate::passage`]): one finding per answer (the first [`NET_FINDINGS`]).
+fn misrouted(outcome: &mut Outcome, passages: Vec<LeakEvidence>) {
+    use crate::outcome::FindingCode;
+    let Some(first) = passages.first() else {
+        return;
+    };
+    let message = |l: &LeakEvidence| {
+        format!(
+            "the answer to tenant {}'s request (transcript #{}) held {}, which that request did not: an answer not its request's, decoded from what another request left",
+            l.recipient,
+            l.returned_in,
+            l.what()
+        )
+    };
+    // After the case's own finding of another tenant's canary, if it has one.
+    let count = format!("{} answers held another request's text", passages.len());
+    outcome.summary = if outcome
+        .findings
+        .iter()
+        .any(|f| f.code == FindingCode::CrossTenantCanary)
+    {
+        format!("{}; {count}: {}", outcome.summary, message(first))
+    } else {
+        format!("{}; {count}; {}", message(first), outcome.summary)
+    };
+    outcome
+        .findings
+        .extend(passages.iter().take(NET_FINDINGS).map(|l| Finding {
+            code: FindingCode::ResponseMisrouted,
+            message: message(l),
+            leak: Some(l.clone()),
+        }));
+    outcome.verdict = Verdict::Fail;
 }
 
 /// Fails an outcome whose case was answered with redirects: one finding per redirect

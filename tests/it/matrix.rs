@@ -196,14 +196,14 @@ const ROWS: &[Row] = &[
         flags: &["--fault", "stale-pages", "--fragmenting-model"],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall"],
-        why: "the residue comes back as a stretch of the other tenant's prose with no record in it: recognised by the invented names that mark each tenant's filler; isolation's seed fills at most the first half of the pages a long prompt reads, and this model continues from the middle, past it, into what older requests left: the other tenant's prose (FAIL) or the prober's own (INCONCLUSIVE), as the drawn order left them",
+        why: "the residue comes back as a stretch of prose with no record in it: the other tenant's, recognised by the invented names that mark each tenant's filler, or any earlier request's, recognised as three of its sentences in a row in an answer to a request without them; isolation's seed fills at most the first half of the pages a long prompt reads and this model continues from the middle, into what older requests left, so a verdict of isolation's rests on the drawn order: 10 of 10 runs FAIL (11 of 16 before answers were judged for other requests' text), never a pass",
     },
     Row {
         name: "weak model, stale-pages, fragmenting model",
         flags: &["--fault", "stale-pages", "--fragmenting-model", "--weak-model"],
         inconclusive: &["concurrency.binding", "metadata.cross-tenant"],
         fail: &[],
-        why: "no power from the controls, yet the other tenant's prose that comes back is a leak seen; a long prompt comes back with that prose (FAIL) only when the case run before left it in the stale pages, else with nothing (INCONCLUSIVE): the order is drawn per run",
+        why: "no power from the controls, yet prose of the other tenant's or of any earlier request that comes back is a leak seen; a long prompt comes back with it (FAIL) only when the cases run before left it in the stale pages, else with nothing of anyone's (INCONCLUSIVE): the order is drawn per run (10 of 10 runs failed isolation, 9 of 10 the context cases)",
     },
     Row {
         name: "background tenant",
@@ -285,9 +285,10 @@ const ROWS: &[Row] = &[
 /// two, never a pass: (row, case). Under `stale-pages` a long prompt reads whatever
 /// pages the requests before it left. The fragmenting model continues that residue from
 /// its middle, past the first half of the pages, which is all a seed of at most half
-/// the prober's prompt can fill: what it finds there is the other tenant's prose (a
-/// leak seen: FAIL) or the asking tenant's own, or nothing of anyone's (INCONCLUSIVE),
-/// as the cases run before left the pool. The table shows both.
+/// the prober's prompt can fill: what it finds there is the other tenant's prose or an
+/// earlier request's text (a leak seen, an answer not its request's: FAIL), or, where
+/// the cases run before left nothing of anyone's there, nothing (INCONCLUSIVE). The
+/// table shows both.
 const EITHER: &[(&str, &str)] = &[
     ("stale-pages, fragmenting model", "isolation.canary-residue"),
     ("weak model, stale-pages, fragmenting model", "context.boundary"),

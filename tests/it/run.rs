@@ -151,6 +151,70 @@ fn verify_rejects_one_changed_byte_in_the_payload_or_the_transcript() {
     assert_eq!(code, Some(0), "the untouched files still verify: {stdout}");
 }
 
+/// Under `stale-pages`, a model that continues residue from its middle returns text
+/// older requests left there, whoever's it is and whether or not it holds a record or
+/// a tenant's marks: the answer is not its request's. The session finds it against
+/// every request recorded before (`passage`), the case fails with it, and `verify`
+/// finds the same in the transcript and holds the report to it.
+#[test]
+fn another_requests_text_in_an_answer_fails_its_case_and_verify_holds_the_report_to_it() {
+    let tmp = TempDir::new("passage");
+    let sim = Sim::start(
+        "key-a-passage",
+        "key-b-passage",
+        &["--fault", "stale-pages", "--fragmenting-model"],
+    );
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "key-a-passage", "key-b-passage");
+    assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report = verified(&run_dir);
+    let passage = |f: &&tenantcheck::outcome::Finding| {
+        f.code == FindingCode::ResponseMisrouted && f.leak.as_ref().is_some_and(|l| l.fragment == Fragment::Passage)
+    };
+    let case = report
+        .cases
+        .iter()
+        .find(|c| c.outcome.findings.iter().any(|f| passage(&f)))
+        .expect("a long prompt read what an earlier request left");
+    assert_eq!(case.outcome.verdict, Verdict::Fail);
+    let finding = case.outcome.findings.iter().find(passage).unwrap();
+    let leak = finding.leak.as_ref().unwrap();
+    let source = leak.seeded_in.unwrap();
+    assert!(source < leak.returned_in, "an earlier request's");
+    assert_eq!(leak.canary_id, format!("{}/passage/{source}", leak.owner));
+    assert!(finding.message.contains("another request"), "{}", finding.message);
+    // The passage is in the earlier request and in the answer, not in the request
+    // the answer was to.
+    let lines = crate::common::transcript_exchanges(&run_dir);
+    let text = |seq: u64| tenantcheck::passage::request_text(&lines[&seq]["exchange"]["request"]["body"]);
+    let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let sentence = leak.matched.split(". ").next().unwrap();
+    assert!(fold(&text(source)).contains(sentence), "{sentence}");
+    assert!(!fold(&text(leak.returned_in)).contains(&fold(&leak.matched)));
+    let content = lines[&leak.returned_in]["exchange"]["content"].as_str().unwrap();
+    assert!(fold(content).contains(sentence));
+
+    // A report that leaves it out does not verify.
+    let (id, at) = (case.id.clone(), leak.returned_in);
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r.cases.iter_mut().find(|c| c.id == id).unwrap().outcome;
+        o.findings.retain(|f| !passage(&f));
+        if o.findings.is_empty() {
+            o.verdict = Verdict::Pass;
+            r.tally();
+        }
+    })
+    .unwrap_err();
+    assert!(err.contains("another request's text"), "{err}");
+    // Nor does one whose transcript no longer holds it.
+    let err = rechained(&run_dir, |lines| {
+        lines[at as usize]["exchange"]["content"] = "Nothing of anyone's came back here.".into();
+    })
+    .unwrap_err();
+    assert!(err.contains("another request's text"), "{err}");
+}
+
 #[test]
 fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
     let tmp = TempDir::new("stale");
@@ -171,9 +235,19 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
     let outcome = &isolation(&report).outcome;
     assert!(!outcome.findings.is_empty());
     let secret = RunSecret::from_hex(&report.run_secret.revealed).unwrap();
+    assert_eq!(
+        outcome.findings[0].code,
+        FindingCode::CrossTenantCanary,
+        "the leak leads"
+    );
     for finding in &outcome.findings {
-        assert_eq!(finding.code, FindingCode::CrossTenantCanary);
         let leak = finding.leak.as_ref().unwrap();
+        if leak.fragment == Fragment::Passage {
+            // Another request's text besides (what older requests left in the pages).
+            assert_eq!(finding.code, FindingCode::ResponseMisrouted);
+            continue;
+        }
+        assert_eq!(finding.code, FindingCode::CrossTenantCanary);
         assert_ne!(leak.owner, leak.recipient);
         if leak.fragment == Fragment::Prose {
             // The owner's prose (which a short seed leaves in the pages a long prompt
@@ -207,7 +281,7 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
                     .to_lowercase()
                     .ends_with(canary.email.split_once('@').unwrap().1)
             ),
-            Fragment::Prose => unreachable!("handled above"),
+            Fragment::Prose | Fragment::Passage => unreachable!("handled above"),
             Fragment::AccountNear => {
                 let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<Vec<_>>();
                 let off = digits(&canary.account)

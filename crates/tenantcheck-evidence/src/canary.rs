@@ -308,6 +308,9 @@ pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Accoun
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
+    /// Sentences of another request's text in a row ([`crate::passage`]; no canary:
+    /// the hit's id is `owner/passage/seq`, the line of the request that sent them).
+    Passage,
     /// Two or more of the invented names that mark a tenant's prose (no canary: the
     /// hit's id is `owner/prose`).
     Prose,

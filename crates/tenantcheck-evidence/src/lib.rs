@@ -10,6 +10,8 @@
 //!
 //! - [`canary`] and [`scan`]: markers derived from the run secret, and the scanner that
 //!   finds them (whole, fragmentary, garbled) in what another tenant got back;
+//! - [`passage`]: every request's text by runs of sentences, and the answers that hold
+//!   another request's;
 //! - [`prompt`]: prompts of a target token length, with needles and records at depths
 //!   (regenerated from the run secret);
 //! - [`tokenizer`]: the reference vendor's toy tokenizer, the one local tokenizer;
@@ -42,6 +44,7 @@ pub mod exchange;
 pub mod judge;
 pub mod nodes;
 pub mod outcome;
+pub mod passage;
 pub mod policy;
 pub mod profile;
 pub mod prompt;

@@ -619,6 +619,14 @@ impl LeakEvidence {
         use crate::canary::Fragment;
         let part = match self.fragment {
             Fragment::Prose => return format!("tenant {}'s prose (its names {})", self.owner, self.matched),
+            Fragment::Passage => {
+                return format!(
+                    "text of another request, tenant {}'s #{} ({:?})",
+                    self.owner,
+                    self.seeded_in.map_or_else(|| "?".into(), |s| s.to_string()),
+                    self.matched
+                );
+            }
             Fragment::AccountNear => "its account number, a digit or two off",
             Fragment::Account => "its account number",
             Fragment::EmailNear => "its e-mail address, letters swapped or changed",

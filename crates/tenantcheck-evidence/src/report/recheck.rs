@@ -41,7 +41,7 @@
 use super::{Report, VerifyError};
 use crate::canary::RunSecret;
 use crate::exchange::Exchange;
-use crate::outcome::{FindingCode, Verdict};
+use crate::outcome::{FindingCode, LeakEvidence, Verdict};
 use crate::scan::Scanner;
 use crate::transcript::Line;
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,7 +76,13 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         .map(|t| secret.marks(&t.label))
         .collect();
     let scanner = Scanner::new(canaries).with_marks(&marks);
+    let labels: Vec<String> = report.vendor.profile.tenants.iter().map(|t| t.label.clone()).collect();
+    // Every request's text, read in transcript order as the run read it: each answer
+    // is judged against the lines before it.
+    let mut passages = crate::passage::Passages::new(&labels);
     let mut leaks: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
+    // Answers that held another request's text, by case (as `leaks`).
+    let mut misrouted: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     let mut usage_answers: Vec<(u64, String, Exchange)> = Vec::new();
     // seq -> (case, tenant, total_ms), for the timing levels.
@@ -138,7 +144,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                             format!("cites #{seq}, but its answers are re-judged from its own lines"),
                         ));
                     }
-                    s.lay_on(&case, seq, &mut redirected, &mut leaks);
+                    s.lay_on(&case, seq, &mut redirected, &mut leaks, &mut misrouted);
                     cited += 1;
                     if let Some(a) = answers.get_mut(&seq)
                         && !a.cases.contains(&case)
@@ -187,8 +193,16 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 .into_iter()
                 .map(|h| h.id)
                 .collect(),
+            passage: passages
+                .record(
+                    seq,
+                    tenant,
+                    ex.request.body.as_ref(),
+                    ex.is_success().then_some(ex.content.as_str()),
+                )
+                .map(|h| h.id()),
         };
-        s.lay_on(&case, seq, &mut redirected, &mut leaks);
+        s.lay_on(&case, seq, &mut redirected, &mut leaks, &mut misrouted);
         seen.insert(seq, s);
         if runs(&case, "errors.semantics") && crate::judge::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
@@ -254,42 +268,45 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 },
             ));
         }
-        let found = leaks.get(&c.id);
-        let reported: Vec<_> = c
-            .outcome
-            .findings
-            .iter()
-            .filter(|f| f.code == FindingCode::CrossTenantCanary)
-            .filter_map(|f| f.leak.as_ref())
-            .collect();
-        match (found, reported.is_empty()) {
-            (Some(found), true) => {
-                let (seq, id) = found.iter().next().expect("non-empty");
-                return Err(bad(
-                    &c.id,
-                    format!("the transcript shows canary {id} of another tenant in #{seq}, and the report no leak"),
-                ));
-            }
-            (None, false) => {
-                return Err(bad(
-                    &c.id,
-                    "the report names a leak that no response in the transcript holds".into(),
-                ));
-            }
-            _ => {}
-        }
-        for leak in reported {
-            if !found.is_some_and(|f| f.contains(&(leak.returned_in, leak.canary_id.clone()))) {
-                return Err(bad(
-                    &c.id,
+        let reported = |code: FindingCode, passage: bool| -> Vec<&LeakEvidence> {
+            c.outcome
+                .findings
+                .iter()
+                .filter(|f| f.code == code)
+                .filter_map(|f| f.leak.as_ref())
+                .filter(|l| (l.fragment == crate::canary::Fragment::Passage) == passage)
+                .collect()
+        };
+        confirmed += held_to(
+            &c.id,
+            leaks.get(&c.id),
+            reported(FindingCode::CrossTenantCanary, false),
+            Held {
+                missing: &|seq, id| {
+                    format!("the transcript shows canary {id} of another tenant in #{seq}, and the report no leak")
+                },
+                invented: "the report names a leak that no response in the transcript holds",
+                absent: &|seq, id| format!("the report says #{seq} holds canary {id}, and it does not"),
+            },
+        )?;
+        // Answers that held another request's text: the same rule, over the findings
+        // of answers not bound to their request that name a passage.
+        confirmed += held_to(
+            &c.id,
+            misrouted.get(&c.id),
+            reported(FindingCode::ResponseMisrouted, true),
+            Held {
+                missing: &|seq, id| {
                     format!(
-                        "the report says #{} holds canary {}, and it does not",
-                        leak.returned_in, leak.canary_id
-                    ),
-                ));
-            }
-            confirmed += 1;
-        }
+                        "the transcript shows the answer #{seq} holding another request's text ({id}), and the report no finding of it"
+                    )
+                },
+                invented: "the report names an answer holding another request's text that no answer in the transcript holds",
+                absent: &|seq, id| {
+                    format!("the report says #{seq} holds another request's text ({id}), and it does not")
+                },
+            },
+        )?;
         if c.probe == "usage.consistency" && c.outcome.verdict != Verdict::Skipped {
             let p: crate::judge::usage::Rule =
                 serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
@@ -399,6 +416,8 @@ struct Seen {
     redirected: bool,
     /// The other tenants' canaries in what came back.
     hits: Vec<String>,
+    /// Another request's text in the answer, by its id (`owner/passage/seq`).
+    passage: Option<String>,
 }
 
 impl Seen {
@@ -408,6 +427,7 @@ impl Seen {
         seq: u64,
         redirected: &mut BTreeSet<String>,
         leaks: &mut BTreeMap<String, BTreeSet<(u64, String)>>,
+        misrouted: &mut BTreeMap<String, BTreeSet<(u64, String)>>,
     ) {
         if self.redirected {
             redirected.insert(case.to_owned());
@@ -415,7 +435,45 @@ impl Seen {
         for id in &self.hits {
             leaks.entry(case.to_owned()).or_default().insert((seq, id.clone()));
         }
+        if let Some(id) = &self.passage {
+            misrouted.entry(case.to_owned()).or_default().insert((seq, id.clone()));
+        }
     }
+}
+
+/// What [`held_to`] says when the report and the transcript disagree.
+struct Held<'a> {
+    /// The transcript holds (line, id) and the report nothing of the kind.
+    missing: &'a dyn Fn(u64, &str) -> String,
+    /// The report names some, the transcript none.
+    invented: &'a str,
+    /// The report names (line, id) and the transcript does not hold it.
+    absent: &'a dyn Fn(u64, &str) -> String,
+}
+
+/// Holds a case's reported findings of one kind (`reported`, each naming a line and an
+/// id) to what the transcript shows of that kind for it (`found`): some found, some
+/// reported, and every one reported found. Returns how many were confirmed.
+fn held_to(
+    case: &str,
+    found: Option<&BTreeSet<(u64, String)>>,
+    reported: Vec<&LeakEvidence>,
+    say: Held<'_>,
+) -> Result<usize, VerifyError> {
+    match (found, reported.is_empty()) {
+        (Some(found), true) => {
+            let (seq, id) = found.iter().next().expect("non-empty");
+            return Err(bad(case, (say.missing)(*seq, id)));
+        }
+        (None, false) => return Err(bad(case, say.invented.into())),
+        _ => {}
+    }
+    for leak in &reported {
+        if !found.is_some_and(|f| f.contains(&(leak.returned_in, leak.canary_id.clone()))) {
+            return Err(bad(case, (say.absent)(leak.returned_in, &leak.canary_id)));
+        }
+    }
+    Ok(reported.len())
 }
 
 /// One answer of the transcript, as a positive control sees it.
