@@ -19,7 +19,7 @@
 //! passage is in no text of the request it answers.
 //!
 //! What is compared: every string of a request's JSON body (messages, system prompt,
-//! input), joined by line breaks, with the answer's assistant text. A request that
+//! input), each ending its last sentence, with the answer's assistant text. A request that
 //! continues state the vendor stores (`previous_response_id`, `conversation`) is read
 //! like any other, but its answer is not judged: the model rightly sees text its body
 //! does not hold; nor is the answer to a request without a body (a stored object
@@ -104,7 +104,7 @@ impl Passages {
         body: Option<&serde_json::Value>,
         answer: Option<&str>,
     ) -> Option<PassageHit> {
-        let text = body.map(request_text).unwrap_or_default();
+        let text = body.map(request_sentences).unwrap_or_default();
         // A request without a body (a GET of a stored object, an engine's own
         // endpoint) is answered from state by design: only prompts are judged.
         let judged = body.is_some_and(|b| !continues_state(b));
@@ -125,9 +125,8 @@ impl Passages {
         (i.min(usize::from(u16::MAX)) as u16, 1u16 << i.min(15))
     }
 
-    fn add(&mut self, seq: u64, tenant: &str, text: &str) {
+    fn add(&mut self, seq: u64, tenant: &str, sentences: &[Sentence]) {
         let (first, bit) = self.bit(tenant);
-        let sentences = sentences(text, false);
         for window in sentences.windows(RUN) {
             let source = self.sources.entry(key(window)).or_insert(Source {
                 seq: u32::try_from(seq).unwrap_or(u32::MAX),
@@ -138,7 +137,7 @@ impl Passages {
         }
     }
 
-    fn find(&self, tenant: &str, request: &str, answer: &str) -> Option<PassageHit> {
+    fn find(&self, tenant: &str, request: &[Sentence], answer: &str) -> Option<PassageHit> {
         let said = sentences(answer, true);
         let mut own: Option<HashSet<u64>> = None;
         for (at, window) in said.windows(RUN).enumerate() {
@@ -146,7 +145,7 @@ impl Passages {
                 continue;
             };
             // A passage the request itself holds is the model copying its prompt.
-            let own = own.get_or_insert_with(|| sentences(request, false).windows(RUN).map(key).collect());
+            let own = own.get_or_insert_with(|| request.windows(RUN).map(key).collect());
             if own.contains(&key(window)) {
                 continue;
             }
@@ -174,9 +173,9 @@ impl Passages {
     }
 }
 
-/// Every string in a request body, in order, joined by line breaks: the text the
-/// request carried, whatever the API's shape.
-pub fn request_text(body: &serde_json::Value) -> String {
+/// Every string in a request body, in order: the text the request carried, whatever
+/// the API's shape.
+fn strings(body: &serde_json::Value) -> Vec<&str> {
     fn walk<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
         match v {
             serde_json::Value::String(s) => out.push(s),
@@ -187,7 +186,18 @@ pub fn request_text(body: &serde_json::Value) -> String {
     }
     let mut out = Vec::new();
     walk(body, &mut out);
-    out.join("\n")
+    out
+}
+
+/// The text a request carried: every string of its body, joined by line breaks.
+pub fn request_text(body: &serde_json::Value) -> String {
+    strings(body).join("\n")
+}
+
+/// The sentences of a request, string by string: where one string ends a sentence
+/// ends, so that a field's name or a role (`user`) never joins the sentence after it.
+fn request_sentences(body: &serde_json::Value) -> Vec<Sentence> {
+    strings(body).into_iter().flat_map(|s| sentences(s, false)).collect()
 }
 
 /// Whether a request body continues state the vendor stores.
@@ -319,6 +329,24 @@ mod tests {
         // In a system message rather than the user's: still the request's own text.
         let body = json!({"messages": [{"role": "system", "content": EARLIER}, {"role": "user", "content": "Go on."}]});
         assert_eq!(p.record(3, "a", Some(&body), Some(EARLIER)), None);
+    }
+
+    #[test]
+    fn text_at_the_head_of_a_message_is_the_same_text_as_in_the_middle_of_another() {
+        let mut p = Passages::new(&["a".into(), "b".into()]);
+        // Tenant b sends the passage in the middle of its message; tenant a later sends
+        // it at the head of its own (where the role and other fields stand before it in
+        // the body) and its model copies it: a's own text, no hit.
+        let middle = format!("We wrote this today for the record. {EARLIER}");
+        assert_eq!(
+            p.record(1, "b", Some(&chat(&middle)), Some("Noted, thank you very much.")),
+            None
+        );
+        let body = json!({"messages": [
+            {"role": "system", "content": "Be brief with me please today."},
+            {"role": "user", "content": EARLIER},
+        ]});
+        assert_eq!(p.record(2, "a", Some(&body), Some(EARLIER)), None);
     }
 
     #[test]
