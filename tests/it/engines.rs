@@ -151,14 +151,20 @@ fn llama_server_with_a_real_model() {
     assert!(findings.iter().any(|m| m.starts_with("empty messages")), "{findings:?}");
 
     // A prompt past the slot's context is refused with 400: no over-limit admission.
-    // A 135M model does not recall a fact even in a short prompt, so the within-context
-    // checks cannot tell: inconclusive, never a failure (regression: the boundary case
-    // once reported its own failed baseline as a lost needle).
-    // Asked to generate past the end of the slot, the server stops there (no context
-    // shift by default): no finding.
+    // A 135M model mostly does not recall a fact even in a short prompt, so the
+    // within-context checks cannot tell: inconclusive, never a failure (regression:
+    // the boundary case once reported its own failed baseline as a lost needle). Now
+    // and then (the wording and the filler are drawn per run) it does recall the fact
+    // at the start, in the short prompt and in the long one: then the boundary passes,
+    // as it should. Asked to generate past the end of the slot, the server stops there
+    // (no context shift by default): no finding.
     let (v, why, case) = verdict("context.boundary");
-    assert_eq!(v, Verdict::Inconclusive, "{why}");
+    assert_ne!(v, Verdict::Fail, "{why}");
     assert!(case.outcome.findings.is_empty(), "{:?}", case.outcome.findings);
+    assert!(
+        v == Verdict::Inconclusive || why.starts_with("effective context"),
+        "a pass says how far the fact was recalled: {why}"
+    );
     assert!(
         why.contains("stopped at the context") || why.contains("past its room: refused"),
         "{why}"
