@@ -124,6 +124,25 @@ type PassageBook = (
     std::collections::BTreeMap<u64, crate::outcome::LeakEvidence>,
 );
 
+/// Judges the answer of the exchange at `seq` against every request of `book` before
+/// it, adds its request's text, and keeps a hit by line.
+fn judge_passages(book: &mut PassageBook, seq: u64, tenant: &str, exchange: &Exchange) {
+    let answer = exchange.is_success().then_some(exchange.content.as_str());
+    if let Some(hit) = book.0.record(seq, tenant, exchange.request.body.as_ref(), answer) {
+        let leak = crate::outcome::LeakEvidence {
+            canary_id: hit.id(),
+            owner: hit.owner,
+            recipient: tenant.to_owned(),
+            fragment: crate::canary::Fragment::Passage,
+            excerpt: hit.passage.clone(),
+            matched: hit.passage,
+            seeded_in: Some(hit.source),
+            returned_in: seq,
+        };
+        book.1.insert(seq, leak);
+    }
+}
+
 /// A case judged exchanges another case sent ([`Session::shared`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Citation {
@@ -472,32 +491,13 @@ impl Session {
 
     /// Judges the answer of the exchange at `seq` against every request before it, and
     /// adds its request's text; keeps a hit by line. The caller holds no other lock.
-    fn note_passages(&self, seq: u64, tenant: &str, exchange: &Exchange) -> Option<crate::outcome::LeakEvidence> {
-        let mut passages = self.passages.lock().expect("passages poisoned");
-        self.judge_passages(&mut passages, seq, tenant, exchange)
-    }
-
-    fn judge_passages(
-        &self,
-        passages: &mut PassageBook,
-        seq: u64,
-        tenant: &str,
-        exchange: &Exchange,
-    ) -> Option<crate::outcome::LeakEvidence> {
-        let answer = exchange.is_success().then_some(exchange.content.as_str());
-        let hit = passages.0.record(seq, tenant, exchange.request.body.as_ref(), answer)?;
-        let leak = crate::outcome::LeakEvidence {
-            canary_id: hit.id(),
-            owner: hit.owner,
-            recipient: tenant.to_owned(),
-            fragment: crate::canary::Fragment::Passage,
-            excerpt: hit.passage.clone(),
-            matched: hit.passage,
-            seeded_in: Some(hit.source),
-            returned_in: seq,
-        };
-        passages.1.insert(seq, leak.clone());
-        Some(leak)
+    fn note_passages(&self, seq: u64, tenant: &str, exchange: &Exchange) {
+        judge_passages(
+            &mut self.passages.lock().expect("passages poisoned"),
+            seq,
+            tenant,
+            exchange,
+        );
     }
 
     fn note_leaks(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
@@ -968,18 +968,13 @@ impl Session {
     fn record(&self, case: &str, tenant: &str, exchange: Exchange) -> Result<Sent, SessionError> {
         // The line is written and its answer judged against the lines before it under
         // one lock: the next line's answer is judged against this one's request.
-        let (seq, passage) = {
+        let seq = {
             let mut passages = self.passages.lock().expect("passages poisoned");
             let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
-            (seq, self.judge_passages(&mut passages, seq, tenant, &exchange))
+            judge_passages(&mut passages, seq, tenant, &exchange);
+            seq
         };
-        if let Some(leak) = passage {
-            self.misrouted
-                .lock()
-                .expect("passage list poisoned")
-                .push((case.to_owned(), leak));
-        }
-        self.note_leaks(case, tenant, seq, &exchange);
+        self.rescan(case, tenant, seq, &exchange);
         if let Some(status @ 300..=399) = exchange.status {
             let redirect = Redirect {
                 tenant: tenant.to_owned(),
