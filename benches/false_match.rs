@@ -5,8 +5,9 @@
 //! reference vendor, healthy; give `--vendor PROFILE` for another, such as llama.cpp's
 //! server), verifies each signed report, and counts, over every answer of every run,
 //! the matches of each detector: a canary of another tenant by match kind (exact,
-//! near, code, prose marks), answers holding record-shaped content that no prompt held,
-//! and significant rises of such content. On a healthy vendor every match is a false
+//! near, code, prose marks), another tenant's request text by provenance (`Text`),
+//! sentences of another request (`Passage`), answers holding record-shaped content that
+//! no prompt held, and significant rises of such content. On a healthy vendor every match is a false
 //! one; with none in N answers, the one-sided 95% upper bound on the rate per answer is
 //! `1 - 0.05^(1/N)`. `docs/benchmarks.md` has the figures.
 
@@ -87,9 +88,16 @@ fn main() {
         "EmailNear",
         "AccountNear",
         "Prose",
+        "Text",
+        "Passage",
     ] {
         let k = by_kind.get(kind).copied().unwrap_or(0);
-        println!("| canary: {kind} | {k} | {} |", bound(k));
+        let what = match kind {
+            "Text" => "another tenant's request text (provenance)".to_owned(),
+            "Passage" => "three sentences of another request".to_owned(),
+            _ => format!("canary: {kind}"),
+        };
+        println!("| {what} | {k} | {} |", bound(k));
     }
     println!(
         "| answers with record-shaped content no prompt held | {foreign_answers} | {} |",

@@ -13,6 +13,7 @@ use tenantcheck::outcome::Verdict;
 use tenantcheck::report::{self, key};
 use tenantcheck::run_dir;
 use tenantcheck::schema::Schema;
+use tenantcheck::sim::transform::LeakTransform;
 use tenantcheck::sim::{Chaos, Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
@@ -299,6 +300,17 @@ struct SimArgs {
     /// that copies now and then; its questions it still answers).
     #[arg(long)]
     forgetful_model: bool,
+    /// How what the model decodes from pages that hold no prompt of its own (another
+    /// request's residue, under stale-pages or reject-continue) comes back: `random`
+    /// (each family with an even chance per leak) or a comma-separated list of families
+    /// (cut, separators, digit-words, spelled-address, drop, repeat, case, interleave,
+    /// whitespace). Not a fault itself: it changes the form of the leaks other faults
+    /// make, so that detectors are tested against classes of leak.
+    #[arg(long, value_name = "random|FAMILY,...")]
+    leak_transform: Option<String>,
+    /// The seed of --leak-transform's draws.
+    #[arg(long, default_value_t = 0, requires = "leak_transform")]
+    leak_seed: u64,
     /// Answers say nothing of the prompt cache (no `prompt_tokens_details.cached_tokens`),
     /// as many hosted APIs do; a cached prefix is still faster (not a fault).
     #[arg(long)]
@@ -523,6 +535,17 @@ fn sim(args: SimArgs) -> u8 {
         node_fingerprint: args.node_fingerprint,
         affinity_header: args.affinity_header.clone(),
     });
+    let leak_transform = match args
+        .leak_transform
+        .as_deref()
+        .map(|s| LeakTransform::parse(s, args.leak_seed))
+    {
+        Some(Err(e)) => {
+            tell!("error: --leak-transform: {e}");
+            return exit::SETUP_ERROR;
+        }
+        parsed => parsed.map(Result::unwrap),
+    };
     let config = SimConfig {
         model: args.model,
         context: args.context,
@@ -544,6 +567,7 @@ fn sim(args: SimArgs) -> u8 {
         garbling_model: args.garbling_model,
         fragmenting_model: args.fragmenting_model,
         forgetful_model: args.forgetful_model,
+        leak_transform,
         no_cache_counter: args.no_cache_counter,
         background_tenant: args.background_tenant,
         chaos: args.chaos,

@@ -121,25 +121,39 @@ pub struct Session {
 /// The run's passages, and the answers that held another request's text by line.
 type PassageBook = (
     crate::passage::Passages,
-    std::collections::BTreeMap<u64, crate::outcome::LeakEvidence>,
+    std::collections::BTreeMap<u64, Vec<crate::outcome::LeakEvidence>>,
 );
 
 /// Judges the answer of the exchange at `seq` against every request of `book` before
-/// it, adds its request's text, and keeps a hit by line.
+/// it, adds its request's text, and keeps its hits by line: another tenant's words
+/// first, then another request's sentences.
 fn judge_passages(book: &mut PassageBook, seq: u64, tenant: &str, exchange: &Exchange) {
-    let answer = exchange.is_success().then_some(exchange.content.as_str());
-    if let Some(hit) = book.0.record(seq, tenant, exchange.request.body.as_ref(), answer) {
-        let leak = crate::outcome::LeakEvidence {
-            canary_id: hit.id(),
-            owner: hit.owner,
-            recipient: tenant.to_owned(),
-            fragment: crate::canary::Fragment::Passage,
-            excerpt: hit.passage.clone(),
-            matched: hit.passage,
-            seeded_in: Some(hit.source),
-            returned_in: seq,
-        };
-        book.1.insert(seq, leak);
+    let judged = book.0.judge(seq, tenant, exchange);
+    let text = judged.text.map(|hit| crate::outcome::LeakEvidence {
+        canary_id: hit.id(),
+        owner: hit.owner.clone(),
+        recipient: tenant.to_owned(),
+        fragment: crate::canary::Fragment::Text,
+        excerpt: hit.text.clone(),
+        matched: hit.text.clone(),
+        seeded_in: Some(hit.source),
+        returned_in: seq,
+        words: Some(hit.into()),
+    });
+    let passage = judged.passage.map(|hit| crate::outcome::LeakEvidence {
+        canary_id: hit.id(),
+        owner: hit.owner,
+        recipient: tenant.to_owned(),
+        fragment: crate::canary::Fragment::Passage,
+        excerpt: hit.passage.clone(),
+        matched: hit.passage,
+        seeded_in: Some(hit.source),
+        returned_in: seq,
+        words: None,
+    });
+    let hits: Vec<_> = text.into_iter().chain(passage).collect();
+    if !hits.is_empty() {
+        book.1.insert(seq, hits);
     }
 }
 
@@ -480,12 +494,12 @@ impl Session {
     /// other requests' text, on `case` (which sent or cites it).
     pub fn rescan(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
         self.note_leaks(case, tenant, seq, exchange);
-        let hit = self.passages.lock().expect("passages poisoned").1.get(&seq).cloned();
-        if let Some(leak) = hit {
+        let hits = self.passages.lock().expect("passages poisoned").1.get(&seq).cloned();
+        if let Some(hits) = hits {
             self.misrouted
                 .lock()
                 .expect("passage list poisoned")
-                .push((case.to_owned(), leak));
+                .extend(hits.into_iter().map(|leak| (case.to_owned(), leak)));
         }
     }
 
@@ -607,6 +621,7 @@ impl Session {
             matched: hit.matched,
             excerpt: hit.excerpt,
             returned_in,
+            words: None,
         }
     }
 

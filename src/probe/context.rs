@@ -990,6 +990,7 @@ impl Search<'_> {
                 matched: hit.matched,
                 excerpt: hit.excerpt,
                 returned_in: sent.seq,
+                words: None,
             };
             self.finding(FindingCode::CrossTenantCanary, message, Some(leak));
         }

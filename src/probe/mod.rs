@@ -279,39 +279,61 @@ pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
 }
 
 /// Fails an outcome whose case received answers holding another request's text
-/// ([`crate::passage`]): one finding per answer (the first [`NET_FINDINGS`]).
+/// ([`crate::passage`]): one finding per answer and kind (the first [`NET_FINDINGS`]
+/// of each). Another tenant's words are that tenant's data (`CrossTenantText`);
+/// sentences of another request, whoever's, an answer not its request's
+/// (`ResponseMisrouted`).
 fn misrouted(outcome: &mut Outcome, passages: Vec<LeakEvidence>) {
+    use crate::canary::Fragment;
     use crate::outcome::FindingCode;
-    let Some(first) = passages.first() else {
-        return;
-    };
-    let message = |l: &LeakEvidence| {
-        format!(
-            "the answer to tenant {}'s request (transcript #{}) held {}, which that request did not: an answer not its request's, decoded from what another request left",
-            l.recipient,
-            l.returned_in,
-            l.what()
-        )
-    };
-    // After the case's own finding of another tenant's canary, if it has one.
-    let count = format!("{} answers held another request's text", passages.len());
-    outcome.summary = if outcome
-        .findings
-        .iter()
-        .any(|f| f.code == FindingCode::CrossTenantCanary)
-    {
-        format!("{}; {count}: {}", outcome.summary, message(first))
-    } else {
-        format!("{}; {count}; {}", message(first), outcome.summary)
-    };
-    outcome
-        .findings
-        .extend(passages.iter().take(NET_FINDINGS).map(|l| Finding {
-            code: FindingCode::ResponseMisrouted,
-            message: message(l),
-            leak: Some(l.clone()),
-        }));
-    outcome.verdict = Verdict::Fail;
+    let (text, sentences): (Vec<_>, Vec<_>) = passages.into_iter().partition(|l| l.fragment == Fragment::Text);
+    let kinds = [
+        (
+            FindingCode::ResponseMisrouted,
+            sentences,
+            "answers held another request's text",
+            ", which that request did not: an answer not its request's, decoded from what another request left",
+        ),
+        (
+            FindingCode::CrossTenantText,
+            text,
+            "answers held another tenant's request text",
+            ": tenant {owner}'s data, by where it came from",
+        ),
+    ];
+    for (code, found, counted, because) in kinds {
+        let Some(first) = found.first() else {
+            continue;
+        };
+        let message = |l: &LeakEvidence| {
+            format!(
+                "the answer to tenant {}'s request (transcript #{}) held {}{}",
+                l.recipient,
+                l.returned_in,
+                l.what(),
+                because.replace("{owner}", &l.owner)
+            )
+        };
+        // After the case's own finding of another tenant's canary, if it has one.
+        let count = format!("{} {counted}", found.len());
+        outcome.summary = if outcome
+            .findings
+            .iter()
+            .any(|f| f.code == FindingCode::CrossTenantCanary)
+        {
+            format!("{}; {count}: {}", outcome.summary, message(first))
+        } else {
+            format!("{}; {count}; {}", message(first), outcome.summary)
+        };
+        outcome
+            .findings
+            .extend(found.iter().take(NET_FINDINGS).map(|l| Finding {
+                code,
+                message: message(l),
+                leak: Some(l.clone()),
+            }));
+        outcome.verdict = Verdict::Fail;
+    }
 }
 
 /// Fails an outcome whose case was answered with redirects: one finding per redirect
@@ -686,6 +708,7 @@ mod tests {
             excerpt: "... 4000123412341234 ...".into(),
             seeded_in: Some(3),
             returned_in,
+            words: None,
         }
     }
 

@@ -17,5 +17,6 @@ mod interrupt;
 mod matrix;
 mod merge;
 mod policy;
+mod provenance;
 mod run;
 mod side_channels;

@@ -9,8 +9,8 @@
 //! ```
 
 use crate::common::{Sim, TempDir, run_vendor};
-use std::collections::BTreeMap;
-use tenantcheck::outcome::Verdict;
+use std::collections::{BTreeMap, BTreeSet};
+use tenantcheck::outcome::{FindingCode, Verdict};
 use tenantcheck::report::{self, key};
 
 /// One row: a sim setup, the cases that must fail on it and those that must be
@@ -20,12 +20,16 @@ struct Row {
     flags: &'static [&'static str],
     fail: &'static [&'static str],
     inconclusive: &'static [&'static str],
+    /// Cases that must also name the other tenant as the owner of text in an answer
+    /// (a `CrossTenantText` finding), whatever form the leak came back in.
+    named: &'static [&'static str],
     why: &'static str,
 }
 
 const ROWS: &[Row] = &[
     Row {
         name: "healthy",
+        named: &[],
         flags: &[],
         inconclusive: &[],
         fail: &[],
@@ -33,6 +37,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "healthy, disaggregated",
+        named: &[],
         flags: &["--disaggregated"],
         inconclusive: &[],
         fail: &[],
@@ -40,6 +45,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "stale-pages",
+        named: &[],
         flags: &["--fault", "stale-pages"],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
@@ -47,6 +53,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "reject-continue",
+        named: &[],
         flags: &[
             "--disaggregated",
             "--prefill-pool-tokens",
@@ -62,6 +69,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "abort-as-length",
+        named: &[],
         flags: &[
             "--disaggregated",
             "--decode-pool-tokens",
@@ -75,6 +83,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "silent-truncate",
+        named: &[],
         flags: &["--fault", "silent-truncate"],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall"],
@@ -82,6 +91,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "usage-misreport",
+        named: &[],
         flags: &["--fault", "usage-misreport"],
         inconclusive: &[],
         fail: &["usage.consistency"],
@@ -89,6 +99,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "error-as-200",
+        named: &[],
         flags: &["--fault", "error-as-200"],
         inconclusive: &[],
         fail: &["context.boundary", "errors.semantics", "objects.cross-tenant"],
@@ -96,6 +107,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "object-idor",
+        named: &[],
         flags: &["--fault", "object-idor"],
         inconclusive: &[],
         fail: &["objects.cross-tenant"],
@@ -103,6 +115,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "stream-no-error-frame",
+        named: &[],
         flags: &["--fault", "stream-no-error-frame"],
         inconclusive: &[],
         fail: &["stream.integrity"],
@@ -110,6 +123,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "cancel-swap",
+        named: &[],
         flags: &["--fault", "cancel-swap"],
         inconclusive: &[],
         fail: &["concurrency.binding"],
@@ -117,6 +131,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "global-prefix-cache",
+        named: &[],
         flags: &["--fault", "global-prefix-cache"],
         inconclusive: &[],
         fail: &["cache.cross-tenant-timing", "cache.prefix-extraction"],
@@ -124,6 +139,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "context-shift",
+        named: &[],
         flags: &["--fault", "context-shift"],
         inconclusive: &[],
         fail: &["context.boundary", "errors.semantics"],
@@ -131,6 +147,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "metadata-endpoint",
+        named: &[],
         flags: &["--fault", "metadata-endpoint"],
         inconclusive: &[],
         fail: &["metadata.cross-tenant"],
@@ -138,6 +155,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "pool-overflow",
+        named: &[],
         flags: &["--fault", "pool-overflow"],
         inconclusive: &[],
         fail: &["availability.noisy-neighbour"],
@@ -145,6 +163,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "over-context-server-error",
+        named: &[],
         flags: &["--fault", "over-context-server-error"],
         inconclusive: &["context.boundary"],
         fail: &["errors.semantics"],
@@ -152,6 +171,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "weak model",
+        named: &[],
         flags: &["--weak-model"],
         inconclusive: &[
             "concurrency.binding",
@@ -165,6 +185,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "garbling model",
+        named: &[],
         flags: &["--garbling-model"],
         inconclusive: &[],
         fail: &[],
@@ -172,6 +193,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "stale-pages, garbling model",
+        named: &[],
         flags: &["--fault", "stale-pages", "--garbling-model"],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
@@ -179,6 +201,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "weak model, stale-pages",
+        named: &[],
         flags: &["--fault", "stale-pages", "--weak-model"],
         inconclusive: &["concurrency.binding", "metadata.cross-tenant"],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
@@ -186,6 +209,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "fragmenting model",
+        named: &[],
         flags: &["--fragmenting-model"],
         inconclusive: &[],
         fail: &[],
@@ -193,6 +217,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "stale-pages, fragmenting model",
+        named: &[],
         flags: &["--fault", "stale-pages", "--fragmenting-model"],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall"],
@@ -200,6 +225,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "weak model, stale-pages, fragmenting model",
+        named: &[],
         flags: &["--fault", "stale-pages", "--fragmenting-model", "--weak-model"],
         inconclusive: &["concurrency.binding", "metadata.cross-tenant"],
         fail: &[],
@@ -207,6 +233,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "background tenant",
+        named: &[],
         flags: &["--background-tenant"],
         inconclusive: &[],
         fail: &[],
@@ -214,6 +241,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "stale-pages, background tenant",
+        named: &[],
         flags: &["--fault", "stale-pages", "--background-tenant"],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
@@ -221,6 +249,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "forgetful model",
+        named: &[],
         flags: &["--forgetful-model"],
         inconclusive: &[],
         fail: &[],
@@ -228,6 +257,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "stale-pages, forgetful model",
+        named: &[],
         flags: &["--fault", "stale-pages", "--forgetful-model"],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
@@ -235,6 +265,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "weak model, cancel-swap",
+        named: &[],
         flags: &["--fault", "cancel-swap", "--weak-model"],
         inconclusive: &[
             "concurrency.binding",
@@ -248,6 +279,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "weak model, object-idor",
+        named: &[],
         flags: &["--fault", "object-idor", "--weak-model"],
         inconclusive: &[
             "concurrency.binding",
@@ -261,6 +293,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "weak model, global-prefix-cache",
+        named: &[],
         flags: &["--fault", "global-prefix-cache", "--weak-model"],
         inconclusive: &[
             "concurrency.binding",
@@ -274,10 +307,87 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "prefix cache off",
+        named: &[],
         flags: &["--prefix-cache", "off"],
         inconclusive: &["cache.cross-tenant-timing", "cache.prefix-extraction"],
         fail: &[],
         why: "no cache at all: the controls see none, so neither sharing nor extraction can be tested; never a pass",
+    },
+    Row {
+        name: "stale-pages, leaks cut and mixed",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--leak-transform",
+            "cut,interleave,case,whitespace",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "residue comes back as fragments of 6 to 60 words cut mid-word, cased and spaced anyhow, mixed with the model's own words: named as the other tenant's text",
+    },
+    Row {
+        name: "stale-pages, leaks spelled out",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--leak-transform",
+            "digit-words,spelled-address,separators",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "residue comes back with every digit a word, addresses read aloud, numbers regrouped: named as the other tenant's text",
+    },
+    Row {
+        name: "stale-pages, leaks with words dropped and repeated",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--leak-transform",
+            "drop,repeat",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "about one word in ten of the residue dropped, one in ten said twice: named as the other tenant's text",
+    },
+    Row {
+        name: "stale-pages, fragmenting model, leaks cut",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--fragmenting-model",
+            "--leak-transform",
+            "cut",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "prose of the residue, no record, cut to 6 to 60 words: named as the other tenant's text",
+    },
+    Row {
+        name: "stale-pages, leaks in random forms",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--leak-transform",
+            "random",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "each leak draws its own transforms (any of the above): named as the other tenant's text",
     },
 ];
 
@@ -296,7 +406,8 @@ const EITHER: &[(&str, &str)] = &[
     ("weak model, stale-pages, fragmenting model", "isolation.canary-residue"),
 ];
 
-fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdict> {
+/// Each case's verdict, and the cases that named another tenant's text in an answer.
+fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> (BTreeMap<String, Verdict>, BTreeSet<String>) {
     let sim = Sim::start("matrix-key-a", "matrix-key-b", flags);
     let dir = tmp.path().join(tag);
     std::fs::create_dir_all(&dir).unwrap();
@@ -325,7 +436,19 @@ fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> BTreeMap<String, Verdic
         0
     };
     assert_eq!(code, Some(want_exit), "{tag}: the exit code follows the verdicts");
-    by_case
+    let named = verified
+        .report()
+        .cases
+        .iter()
+        .filter(|c| {
+            c.outcome
+                .findings
+                .iter()
+                .any(|f| f.code == FindingCode::CrossTenantText)
+        })
+        .map(|c| c.id.clone())
+        .collect();
+    (by_case, named)
 }
 
 #[test]
@@ -338,7 +461,12 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
     let mut header_done = false;
     let mut mismatches = Vec::new();
     for (i, row) in ROWS.iter().enumerate() {
-        let got = verdicts(row.flags, &tmp, &format!("row{i}"));
+        let (got, named) = verdicts(row.flags, &tmp, &format!("row{i}"));
+        for case in row.named {
+            if !named.contains(*case) {
+                mismatches.push(format!("{}: {case} did not name the other tenant's text", row.name));
+            }
+        }
         if !header_done {
             table.push_str("| sim | flags |");
             for case in got.keys() {

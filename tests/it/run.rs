@@ -247,6 +247,18 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
             assert_eq!(finding.code, FindingCode::ResponseMisrouted);
             continue;
         }
+        if leak.fragment == Fragment::Text {
+            // Another tenant's words, named by the request they came from.
+            assert_eq!(finding.code, FindingCode::CrossTenantText);
+            assert_ne!(leak.owner, leak.recipient);
+            assert_eq!(
+                leak.canary_id,
+                format!("{}/text/{}", leak.owner, leak.seeded_in.unwrap())
+            );
+            assert!(!leak.words.as_ref().unwrap().distinctive.is_empty(), "{leak:?}");
+            assert!(leak.seeded_in.unwrap() < leak.returned_in, "sent before it came back");
+            continue;
+        }
         assert_eq!(finding.code, FindingCode::CrossTenantCanary);
         assert_ne!(leak.owner, leak.recipient);
         if leak.fragment == Fragment::Prose {
@@ -281,7 +293,7 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
                     .to_lowercase()
                     .ends_with(canary.email.split_once('@').unwrap().1)
             ),
-            Fragment::Prose | Fragment::Passage => unreachable!("handled above"),
+            Fragment::Prose | Fragment::Passage | Fragment::Text => unreachable!("handled above"),
             Fragment::AccountNear => {
                 let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<Vec<_>>();
                 let off = digits(&canary.account)
@@ -749,6 +761,7 @@ fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
                 excerpt: String::new(),
                 seeded_in: None,
                 returned_in: 5,
+                words: None,
             }),
         });
         case.outcome.verdict = Verdict::Fail;

@@ -308,6 +308,10 @@ pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Accoun
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
+    /// A stretch of words of another tenant's request, however cut, cased or spelled,
+    /// holding words only that tenant sent ([`crate::provenance`]; no canary: the hit's
+    /// id is `owner/text/seq`, the line of the request that sent them).
+    Text,
     /// Sentences of another request's text in a row ([`crate::passage`]; no canary:
     /// the hit's id is `owner/passage/seq`, the line of the request that sent them).
     Passage,

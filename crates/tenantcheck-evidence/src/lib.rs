@@ -48,6 +48,7 @@ pub mod passage;
 pub mod policy;
 pub mod profile;
 pub mod prompt;
+pub mod provenance;
 pub mod recipe;
 pub mod report;
 pub mod scan;

@@ -535,6 +535,11 @@ pub struct Finding {
 pub enum FindingCode {
     /// A canary of one tenant appeared in a response to another tenant (T1).
     CrossTenantCanary,
+    /// A stretch of one tenant's request text (its words in its order, however cut,
+    /// cased or spelled, with words only that tenant sent) appeared in any output field
+    /// of a response to another tenant: that tenant's data, named by where it came
+    /// from (T1).
+    CrossTenantText,
     /// A prompt past the advertised context was answered 200 instead of refused (T2).
     OverLimitAccepted,
     /// A prompt within the context was answered 200 without recalling a fact it held,
@@ -610,6 +615,35 @@ pub struct LeakEvidence {
     pub seeded_in: Option<u64>,
     /// Transcript sequence number of the exchange that returned it.
     pub returned_in: u64,
+    /// How a stretch of another tenant's words was matched (a `text` fragment only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<WordMatch>,
+}
+
+/// How a stretch of another tenant's request text was matched in an answer
+/// ([`crate::provenance`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WordMatch {
+    /// The output field it came back in.
+    pub field: String,
+    /// Words of the answer the matched shingles cover.
+    pub words: usize,
+    /// Shingles (six words in a row, canonical) matched.
+    pub shingles: usize,
+    /// Words only the owner had sent, as they came back.
+    pub distinctive: Vec<String>,
+}
+
+impl From<crate::provenance::TextHit> for WordMatch {
+    fn from(hit: crate::provenance::TextHit) -> Self {
+        WordMatch {
+            field: hit.field,
+            words: hit.words,
+            shingles: hit.shingles,
+            distinctive: hit.distinctive,
+        }
+    }
 }
 
 impl LeakEvidence {
@@ -619,6 +653,17 @@ impl LeakEvidence {
         use crate::canary::Fragment;
         let part = match self.fragment {
             Fragment::Prose => return format!("tenant {}'s prose (its names {})", self.owner, self.matched),
+            Fragment::Text => {
+                let (words, field, distinctive) = self.words.as_ref().map_or((0, "?", String::new()), |w| {
+                    (w.words, w.field.as_str(), w.distinctive.join(", "))
+                });
+                return format!(
+                    "{words} words of tenant {}'s request #{} in {field} (its words {distinctive}: {:?})",
+                    self.owner,
+                    self.seeded_in.map_or_else(|| "?".into(), |s| s.to_string()),
+                    self.matched
+                );
+            }
             Fragment::Passage => {
                 return format!(
                     "text of another request, tenant {}'s #{} ({:?})",

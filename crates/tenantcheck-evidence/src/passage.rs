@@ -48,6 +48,18 @@ pub struct Passages {
     /// The tenants, by the bit that stands for each in [`Source::tenants`].
     tenants: Vec<String>,
     sources: HashMap<u64, Source>,
+    /// The same requests by words, for stretches of another tenant's text in any
+    /// output field ([`crate::provenance`]).
+    provenance: crate::provenance::Provenance,
+}
+
+/// What an answer held of earlier requests' text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Judged {
+    /// Sentences of another request in a row, in its content.
+    pub passage: Option<PassageHit>,
+    /// A stretch of another tenant's words, in any output field.
+    pub text: Option<crate::provenance::TextHit>,
 }
 
 /// Where a passage was first sent, and by whom at all: eight bytes, as a run at a
@@ -90,7 +102,20 @@ impl Passages {
         Passages {
             tenants: tenants.to_vec(),
             sources: HashMap::new(),
+            provenance: crate::provenance::Provenance::new(tenants),
         }
+    }
+
+    /// Judges the exchange `tenant` sent, written at transcript line `seq`, against
+    /// every request recorded before, and then records its request's text: the one
+    /// judgement of an answer's provenance, which the run makes as it writes the line
+    /// and `verify` as it reads it. The content of a 2xx answer is read for sentences of
+    /// another request; every output field ([`crate::provenance::outputs`]), error
+    /// messages too, for another tenant's words.
+    pub fn judge(&mut self, seq: u64, tenant: &str, exchange: &crate::exchange::Exchange) -> Judged {
+        let answer = exchange.is_success().then_some(exchange.content.as_str());
+        let outputs = crate::provenance::outputs(exchange);
+        self.judge_outputs(seq, tenant, exchange.request.body.as_ref(), answer, &outputs)
     }
 
     /// Judges the answer (`answer`, when the vendor answered) to the request `body` that
@@ -104,16 +129,37 @@ impl Passages {
         body: Option<&serde_json::Value>,
         answer: Option<&str>,
     ) -> Option<PassageHit> {
-        let text = body.map(request_sentences).unwrap_or_default();
+        let outputs: Vec<(String, String)> = answer.map(|a| ("content".into(), a.into())).into_iter().collect();
+        self.judge_outputs(seq, tenant, body, answer, &outputs).passage
+    }
+
+    fn judge_outputs(
+        &mut self,
+        seq: u64,
+        tenant: &str,
+        body: Option<&serde_json::Value>,
+        answer: Option<&str>,
+        outputs: &[(String, String)],
+    ) -> Judged {
+        let strings = body.map(strings).unwrap_or_default();
+        let text: Vec<Sentence> = strings.iter().flat_map(|s| sentences(s, false)).collect();
         // A request without a body (a GET of a stored object, an engine's own
         // endpoint) is answered from state by design: only prompts are judged.
         let judged = body.is_some_and(|b| !continues_state(b));
-        let hit = match answer {
+        let passage = match answer {
             Some(answer) if judged && !answer.is_empty() => self.find(tenant, &text, answer),
             _ => None,
         };
+        let text_hit = match judged {
+            true => self.provenance.find(tenant, &strings, outputs),
+            false => None,
+        };
         self.add(seq, tenant, &text);
-        hit
+        self.provenance.add(seq, tenant, &strings);
+        Judged {
+            passage,
+            text: text_hit,
+        }
     }
 
     fn bit(&self, tenant: &str) -> (u16, u16) {
@@ -174,7 +220,9 @@ impl Passages {
 }
 
 /// Every string in a request body, in order: the text the request carried, whatever
-/// the API's shape.
+/// the API's shape. Sentences are read string by string: where one string ends a
+/// sentence ends, so that a field's name or a role (`user`) never joins the sentence
+/// after it.
 fn strings(body: &serde_json::Value) -> Vec<&str> {
     fn walk<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
         match v {
@@ -192,12 +240,6 @@ fn strings(body: &serde_json::Value) -> Vec<&str> {
 /// The text a request carried: every string of its body, joined by line breaks.
 pub fn request_text(body: &serde_json::Value) -> String {
     strings(body).join("\n")
-}
-
-/// The sentences of a request, string by string: where one string ends a sentence
-/// ends, so that a field's name or a role (`user`) never joins the sentence after it.
-fn request_sentences(body: &serde_json::Value) -> Vec<Sentence> {
-    strings(body).into_iter().flat_map(|s| sentences(s, false)).collect()
 }
 
 /// Whether a request body continues state the vendor stores.

@@ -209,6 +209,16 @@ impl<'a> Prose<'a> {
     }
 }
 
+/// The words every tenant's filler shares: the sentence patterns, without the names
+/// that mark a tenant's prose. A stretch of them alone is nobody's
+/// ([`crate::provenance`]).
+pub fn shared_wording() -> impl Iterator<Item = &'static str> {
+    [PLACES, REPORTED, SUBJECTS, VERBS, OBJECTS, ADVERBIALS]
+        .into_iter()
+        .flatten()
+        .copied()
+}
+
 /// How a marked sentence says where its subject is.
 const PLACES: &[&str] = &["at", "in", "of", "from"];
 

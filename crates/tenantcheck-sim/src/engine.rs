@@ -100,6 +100,8 @@ struct State {
     fragmenting_model: bool,
     /// The model reads back only some of what it is asked to (`--forgetful-model`).
     forgetful_model: bool,
+    /// How residue comes back (`--leak-transform`).
+    leak_transform: Option<crate::transform::LeakTransform>,
     /// Requests of the background tenant served so far.
     background_served: u64,
     /// The background tenant's prompts, as token ids: a few, served in turn (made
@@ -255,6 +257,7 @@ impl Engine {
                 garbling_model: config.garbling_model,
                 fragmenting_model: config.fragmenting_model,
                 forgetful_model: config.forgetful_model,
+                leak_transform: config.leak_transform,
                 background_served: 0,
                 background_prompts: Vec::new(),
                 vocab: Vocab::new(),
@@ -443,6 +446,7 @@ fn decode(
             garbling: st.garbling_model,
             fragmenting: st.fragmenting_model,
             forgetful: st.forgetful_model,
+            leak: st.leak_transform,
         };
         model::respond(&view, max_tokens, traits)
     };

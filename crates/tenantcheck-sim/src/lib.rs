@@ -32,6 +32,7 @@ pub mod model;
 pub mod prefix;
 pub mod scheduler;
 mod server;
+pub mod transform;
 pub use tenantcheck_evidence::tokenizer;
 
 pub use chaos::Chaos;
@@ -230,6 +231,9 @@ pub struct SimConfig {
     /// A model that reads back only about three in four of the prompts it is asked
     /// to repeat (an honest model that copies now and then; not a fault).
     pub forgetful_model: bool,
+    /// How what a model decodes from pages that hold no prompt of its own comes back
+    /// (`--leak-transform`): cut, respelled, mixed with its own words; `None`: as read.
+    pub leak_transform: Option<transform::LeakTransform>,
     /// Answers say nothing of the prompt cache (no `prompt_tokens_details`), as many
     /// hosted APIs do; the cache still speeds shared prefixes up (not a fault).
     pub no_cache_counter: bool,
@@ -272,6 +276,7 @@ impl SimConfig {
             garbling_model: false,
             fragmenting_model: false,
             forgetful_model: false,
+            leak_transform: None,
             no_cache_counter: false,
             background_tenant: false,
             chaos: None,

@@ -61,6 +61,9 @@ pub struct Traits {
     /// Asked to repeat what it was given, answers [`WEAK_ANSWER`] instead about one
     /// time in four (by a hash of the prompt, so a run is reproducible).
     pub forgetful: bool,
+    /// Decoding from pages that hold no prompt of its own, transforms what it
+    /// returns ([`crate::transform`]).
+    pub leak: Option<crate::transform::LeakTransform>,
 }
 
 /// Answers from `view`, the token strings read from the request's pages. A `weak`
@@ -72,14 +75,20 @@ pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
         garbling,
         fragmenting,
         forgetful,
+        leak,
     } = traits;
     let (turn, well_formed) = turn(view);
     if weak && well_formed {
         return cut(WEAK_ANSWER, max_tokens);
     }
     let turn: String = turn.iter().filter(|t| !is_marker(t)).copied().collect();
+    // From residue: what it reads, in the form the leak transform draws.
+    let leaked = |text: &str| match (leak, well_formed) {
+        (Some(t), false) => t.apply(text).0,
+        _ => text.to_owned(),
+    };
     if fragmenting && !well_formed {
-        return cut(&fragment(&turn), max_tokens);
+        return cut(&leaked(&fragment(&turn)), max_tokens);
     }
     let keys = if well_formed { question_keys(&turn) } else { Vec::new() };
     if forgetful && well_formed && keys.is_empty() && forgets(&turn) {
@@ -98,6 +107,7 @@ pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
             .collect();
         answers.join(" ")
     };
+    let full = leaked(&full);
     match garbling {
         true => cut(&garble(&full), max_tokens),
         false => cut(&full, max_tokens),

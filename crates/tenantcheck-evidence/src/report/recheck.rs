@@ -193,14 +193,11 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 .into_iter()
                 .map(|h| h.id)
                 .collect(),
-            passage: passages
-                .record(
-                    seq,
-                    tenant,
-                    ex.request.body.as_ref(),
-                    ex.is_success().then_some(ex.content.as_str()),
-                )
-                .map(|h| h.id()),
+            passages: {
+                let judged = passages.judge(seq, tenant, &ex);
+                let text = judged.text.map(|h| h.id());
+                text.into_iter().chain(judged.passage.map(|h| h.id())).collect()
+            },
         };
         s.lay_on(&case, seq, &mut redirected, &mut leaks, &mut misrouted);
         seen.insert(seq, s);
@@ -268,19 +265,31 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 },
             ));
         }
-        let reported = |code: FindingCode, passage: bool| -> Vec<&LeakEvidence> {
+        // A case's findings of one code whose evidence is of one kind: a canary's
+        // fragment (`None`), or another request's text (`passage`, `text`).
+        let reported = |code: FindingCode, kind: Option<&str>| -> Vec<&LeakEvidence> {
             c.outcome
                 .findings
                 .iter()
                 .filter(|f| f.code == code)
                 .filter_map(|f| f.leak.as_ref())
-                .filter(|l| (l.fragment == crate::canary::Fragment::Passage) == passage)
+                .filter(|l| text_kind(l.fragment) == kind)
                 .collect()
+        };
+        // The lines' hits of other requests' text, of one kind (by the id's middle part).
+        let of_kind = |kind: &str| -> Option<BTreeSet<(u64, String)>> {
+            let found: BTreeSet<_> = misrouted
+                .get(&c.id)?
+                .iter()
+                .filter(|(_, id)| id.split('/').nth(1) == Some(kind))
+                .cloned()
+                .collect();
+            (!found.is_empty()).then_some(found)
         };
         confirmed += held_to(
             &c.id,
             leaks.get(&c.id),
-            reported(FindingCode::CrossTenantCanary, false),
+            reported(FindingCode::CrossTenantCanary, None),
             Held {
                 missing: &|seq, id| {
                     format!("the transcript shows canary {id} of another tenant in #{seq}, and the report no leak")
@@ -293,8 +302,24 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         // of answers not bound to their request that name a passage.
         confirmed += held_to(
             &c.id,
-            misrouted.get(&c.id),
-            reported(FindingCode::ResponseMisrouted, true),
+            of_kind("text").as_ref(),
+            reported(FindingCode::CrossTenantText, Some("text")),
+            Held {
+                missing: &|seq, id| {
+                    format!(
+                        "the transcript shows the answer #{seq} holding another tenant's request text ({id}), and the report no finding of it"
+                    )
+                },
+                invented: "the report names another tenant's request text that no answer in the transcript holds",
+                absent: &|seq, id| {
+                    format!("the report says #{seq} holds another tenant's request text ({id}), and it does not")
+                },
+            },
+        )?;
+        confirmed += held_to(
+            &c.id,
+            of_kind("passage").as_ref(),
+            reported(FindingCode::ResponseMisrouted, Some("passage")),
             Held {
                 missing: &|seq, id| {
                     format!(
@@ -416,8 +441,9 @@ struct Seen {
     redirected: bool,
     /// The other tenants' canaries in what came back.
     hits: Vec<String>,
-    /// Another request's text in the answer, by its id (`owner/passage/seq`).
-    passage: Option<String>,
+    /// Another request's text in the answer, by id: another tenant's words
+    /// (`owner/text/seq`), sentences of another request (`owner/passage/seq`).
+    passages: Vec<String>,
 }
 
 impl Seen {
@@ -435,9 +461,20 @@ impl Seen {
         for id in &self.hits {
             leaks.entry(case.to_owned()).or_default().insert((seq, id.clone()));
         }
-        if let Some(id) = &self.passage {
+        for id in &self.passages {
             misrouted.entry(case.to_owned()).or_default().insert((seq, id.clone()));
         }
+    }
+}
+
+/// The kind of another request's text a leak's fragment is, as its id names it
+/// (`owner/KIND/seq`); none for a canary's fragment.
+fn text_kind(fragment: crate::canary::Fragment) -> Option<&'static str> {
+    use crate::canary::Fragment;
+    match fragment {
+        Fragment::Passage => Some("passage"),
+        Fragment::Text => Some("text"),
+        _ => None,
     }
 }
 

@@ -1,0 +1,823 @@
+//! [`Provenance`]: where a stretch of an answer's text came from. A leak is text whose
+//! provenance is another tenant's request, however it was cut, cased, spaced, spelled
+//! or placed: this index keeps every request's words as it was sent, and finds in any
+//! output field of an answer a stretch of another tenant's words that the asking
+//! tenant never sent, naming the tenant and the request it came from.
+//!
+//! ## Words
+//!
+//! Text is read as a sequence of *words* after folding ([`words`]): Unicode
+//! compatibility decomposition, accents dropped, lower case; punctuation and
+//! whitespace (line breaks too) separate words and are otherwise dropped. Numbers are
+//! canonical whatever their spelling: every digit is a word of its own, so
+//! `3391-0048-2215`, `3391 0048 2215` and `339100482215` are the same twelve words, and
+//! so are digit words ("three three nine one ...", "thirty-three ninety-one ...").
+//! Addresses read in their spelled form: `@` is the word `at`, and a `.` between two
+//! letters or digits is the word `dot`, so `maria.keller48@posteo.de` and "maria dot
+//! keller four eight at posteo dot de" are the same words.
+//!
+//! ## Shingles and what is kept
+//!
+//! A *shingle* is [`SHINGLE`] words in a row, hashed to 64 bits. A shingle made only of
+//! the run's shared wording is nobody's evidence and is not kept. Of the others in
+//! each request string, the index keeps every one that holds a digit (so that a
+//! record's digits are matched in full) and those that winnowing selects among the
+//! rest (the smallest hash of every [`WINDOW`] in a row, Schleimer, Wilkerson and
+//! Aiken 2003), with the tenants whose requests held each and the transcript line of
+//! the first. An answer's shingles are all looked up. So a stretch an answer shares
+//! with an earlier request is always found when it spans [`WINDOW`] informative
+//! shingles in a row ([`GUARANTEED`] words of text with no shared wording), and
+//! otherwise when one of its shingles was kept (about 2 in `WINDOW + 1`). About a fifth
+//! of a request's shingles are kept, at 16 bytes each in the index (see
+//! `docs/benchmarks.md` for a run at a million tokens of context).
+//!
+//! ## When a match names an owner
+//!
+//! A stretch of an answer is tenant X's data when
+//!
+//! 1. each of its shingles was sent by X and by no request of the asking tenant (not
+//!    the request this answer answers, not any earlier one), and
+//! 2. it holds at least one *distinctive* word of X's: a word (not a digit) that X's
+//!    requests held, the asking tenant never sent, and that is not the run's shared
+//!    wording ([`crate::prompt::shared_wording`]); or at least [`MIN_DIGITS`] digits
+//!    in X's order (a record's account number and e-mail digits, however spelled).
+//!
+//! The second rule is what keeps chance out. A model writing ordinary English, or
+//! prose in the style of its own prompt, can hit six common words that another
+//! tenant also sent; it cannot, without the other tenant's text, write six of that
+//! tenant's words in that tenant's order *and* one of the words only that tenant used
+//! (its invented names, its customers' names and addresses). Every tenant's filler
+//! names two of its own invented names in each sentence ([`crate::canary::Marks`]), so
+//! no more than about ten words of it stand between two distinctive ones.
+//!
+//! Text the asking tenant sent too (a shared prefix, its own earlier prompt) is never
+//! another tenant's: [`crate::passage`] judges answers that hold it.
+
+use std::collections::{HashMap, HashSet};
+use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::is_combining_mark;
+
+/// Words in a shingle.
+pub const SHINGLE: usize = 6;
+
+/// Shingles in a winnowing window: one of every `WINDOW` in a row is kept.
+pub const WINDOW: usize = 8;
+
+/// The fewest words in a row, none of them shared wording, an answer must share with a
+/// request to be found in every case: `SHINGLE + WINDOW - 1`.
+pub const GUARANTEED: usize = SHINGLE + WINDOW - 1;
+
+/// The fewest digits of matched shingles that name an owner without a distinctive
+/// word: eight digits in another tenant's order come by chance about once in 10^8.
+pub const MIN_DIGITS: usize = 8;
+
+/// The longest excerpt a hit keeps, in characters.
+const KEEP_CHARS: usize = 300;
+
+/// The most distinctive words a hit names.
+const KEEP_DISTINCTIVE: usize = 6;
+
+/// Tenants past the 16th share the last bit.
+const ALL_TENANTS: u16 = u16::MAX;
+
+/// Every kept shingle of the requests recorded so far, and every word they held.
+#[derive(Debug, Default)]
+pub struct Provenance {
+    /// The tenants, by the bit that stands for each.
+    tenants: Vec<String>,
+    shingles: HashMap<u64, Source>,
+    /// Each word (not digits) and the tenants whose requests held it; the run's shared
+    /// wording is everyone's from the start.
+    vocabulary: HashMap<u64, u16>,
+}
+
+/// Where a shingle was first sent, and by whom at all: eight bytes.
+#[derive(Clone, Copy, Debug)]
+struct Source {
+    /// The transcript line of the first request that held it.
+    seq: u32,
+    /// The tenant that sent that request (its index).
+    first: u16,
+    /// Every tenant whose requests held it, one bit each.
+    tenants: u16,
+}
+
+/// The shingles and words of the request an answer answers.
+struct Own {
+    shingles: HashSet<u64>,
+    words: HashSet<u64>,
+}
+
+impl Own {
+    fn of(request: &[&str]) -> Own {
+        let mut own = Own {
+            shingles: HashSet::new(),
+            words: HashSet::new(),
+        };
+        for s in request {
+            let mut hashes = Vec::new();
+            words(s, |w| {
+                own.words.insert(w.hash);
+                hashes.push(w.hash);
+            });
+            own.shingles.extend(shingle_keys(&hashes));
+        }
+        own
+    }
+}
+
+/// Runs of matched shingles of one owner no further apart than a winnowing window (a
+/// stretch shared in full has one kept in every window).
+fn stretches(matched: &[(usize, Source)]) -> impl Iterator<Item = &[(usize, Source)]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= matched.len() {
+            return None;
+        }
+        let owner = matched[at].1.first;
+        let mut end = at + 1;
+        while end < matched.len() && matched[end].0 <= matched[end - 1].0 + WINDOW && matched[end].1.first == owner {
+            end += 1;
+        }
+        let stretch = &matched[at..end];
+        at = end;
+        Some(stretch)
+    })
+}
+
+/// A stretch of another tenant's request text in an answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextHit {
+    /// The tenant whose request held it.
+    pub owner: String,
+    /// The transcript line of that request (the first that held the stretch's first
+    /// matched shingle).
+    pub source: u64,
+    /// The output field it came back in (`content`, `choices.0.message.reasoning_content`,
+    /// `error.message`, ...).
+    pub field: String,
+    /// The stretch as it came back (at most 300 characters).
+    pub text: String,
+    /// Words of the answer covered by matched shingles.
+    pub words: usize,
+    /// Shingles matched.
+    pub shingles: usize,
+    /// The owner's distinctive words in it, as they came back (at most six).
+    pub distinctive: Vec<String>,
+}
+
+impl TextHit {
+    /// The hit's id, as a leak's `canary_id`: `owner/text/source`.
+    pub fn id(&self) -> String {
+        format!("{}/text/{}", self.owner, self.source)
+    }
+}
+
+impl Provenance {
+    /// An empty index for a run of these tenants.
+    pub fn new(tenants: &[String]) -> Self {
+        let mut vocabulary = HashMap::new();
+        for phrase in crate::prompt::shared_wording() {
+            words(phrase, |w| {
+                if !w.digit {
+                    vocabulary.insert(w.hash, ALL_TENANTS);
+                }
+            });
+        }
+        Provenance {
+            tenants: tenants.to_vec(),
+            shingles: HashMap::new(),
+            vocabulary,
+        }
+    }
+
+    /// The tenant's index (tenants past the 16th share the last) and bit.
+    fn index(&self, tenant: &str) -> (u16, u16) {
+        let i = self
+            .tenants
+            .iter()
+            .position(|t| t == tenant)
+            .unwrap_or(self.tenants.len())
+            .min(15);
+        (i as u16, 1u16 << i)
+    }
+
+    fn bit(&self, tenant: &str) -> u16 {
+        self.index(tenant).1
+    }
+
+    /// Adds the strings of a request `tenant` sent, written at transcript line `seq`.
+    pub fn add(&mut self, seq: u64, tenant: &str, strings: &[&str]) {
+        let (first, bit) = self.index(tenant);
+        let seq = u32::try_from(seq).unwrap_or(u32::MAX);
+        for s in strings {
+            let (mut hashes, mut digits) = (Vec::new(), Vec::new());
+            words(s, |w| {
+                if !w.digit {
+                    *self.vocabulary.entry(w.hash).or_default() |= bit;
+                }
+                hashes.push(w.hash);
+                digits.push(w.digit);
+            });
+            let keys = shingle_keys(&hashes);
+            // Shingles of the run's shared wording alone are nobody's evidence: not
+            // kept. Of the others, every one that holds a digit (records are a small
+            // part of the text, and their digits name their owner only when matched in
+            // full), and those winnowing keeps of the rest.
+            let shared: Vec<bool> = hashes
+                .iter()
+                .zip(&digits)
+                .map(|(h, d)| !d && self.vocabulary.get(h) == Some(&ALL_TENANTS))
+                .collect();
+            let informative: Vec<(u64, bool)> = keys
+                .iter()
+                .zip(shared.windows(SHINGLE).zip(digits.windows(SHINGLE)))
+                .filter(|(_, (s, _))| s.contains(&false))
+                .map(|(k, (_, d))| (*k, d.contains(&true)))
+                .collect();
+            let plain: Vec<u64> = informative.iter().map(|(k, _)| *k).collect();
+            let with_digits = informative.iter().filter(|(_, d)| *d).map(|(k, _)| *k);
+            for key in winnow(&plain).into_iter().chain(with_digits) {
+                self.shingles
+                    .entry(key)
+                    .or_insert(Source { seq, first, tenants: 0 })
+                    .tenants |= bit;
+            }
+        }
+    }
+
+    /// Looks through `outputs` (each an output field's name and text) of the answer to
+    /// a request of `tenant` that held `request` (its strings) for a stretch of another
+    /// tenant's request text ([the rules](self)). Returns the first.
+    pub fn find(&self, tenant: &str, request: &[&str], outputs: &[(String, String)]) -> Option<TextHit> {
+        let asker = self.bit(tenant);
+        // The request's own shingles and words, read only when an answer holds a
+        // candidate (a long prompt is megabytes).
+        let mut own: Option<Own> = None;
+        for (field, text) in outputs {
+            let said = spans(text);
+            let keys = shingle_keys(&said.iter().map(|w| w.hash).collect::<Vec<_>>());
+            // Kept shingles no request of the asking tenant held, by where they start.
+            let mut matched: Vec<(usize, Source)> = keys
+                .iter()
+                .enumerate()
+                .filter_map(|(at, k)| self.shingles.get(k).map(|s| (at, *s)))
+                .filter(|(_, s)| s.tenants & asker == 0)
+                .collect();
+            if matched.is_empty() {
+                continue;
+            }
+            let own = own.get_or_insert_with(|| Own::of(request));
+            matched.retain(|(at, _)| !own.shingles.contains(&keys[*at]));
+            for stretch in stretches(&matched) {
+                if let Some(hit) = self.attribute(stretch, &said, text, asker, own) {
+                    return Some(TextHit {
+                        field: field.clone(),
+                        ..hit
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// The hit a stretch of matched shingles makes, when it names its owner: it holds a
+    /// distinctive word of the owner's or [`MIN_DIGITS`] digits in the owner's order.
+    fn attribute(
+        &self,
+        stretch: &[(usize, Source)],
+        said: &[Span],
+        text: &str,
+        asker: u16,
+        own: &Own,
+    ) -> Option<TextHit> {
+        let first = stretch[0].1;
+        let owner = 1u16 << first.first.min(15);
+        let covered: std::collections::BTreeSet<usize> = stretch.iter().flat_map(|(p, _)| *p..*p + SHINGLE).collect();
+        let distinctive: Vec<&Span> = covered
+            .iter()
+            .map(|&i| &said[i])
+            .filter(|w| !w.digit && !own.words.contains(&w.hash))
+            .filter(|w| {
+                self.vocabulary
+                    .get(&w.hash)
+                    .is_some_and(|m| *m != ALL_TENANTS && m & owner != 0 && m & asker == 0)
+            })
+            .collect();
+        let digits = covered.iter().filter(|&&i| said[i].digit).count();
+        if distinctive.is_empty() && digits < MIN_DIGITS {
+            return None;
+        }
+        let (from, to) = (stretch[0].0, stretch[stretch.len() - 1].0 + SHINGLE - 1);
+        let mut excerpt = text[said[from].start..said[to].end].to_owned();
+        if let Some((cut, _)) = excerpt.char_indices().nth(KEEP_CHARS) {
+            excerpt.truncate(cut);
+        }
+        let mut named = HashSet::new();
+        let names: Vec<String> = distinctive
+            .into_iter()
+            .filter(|w| named.insert(w.hash))
+            .take(KEEP_DISTINCTIVE)
+            .map(|w| text[w.start..w.end].to_owned())
+            .collect();
+        Some(TextHit {
+            owner: self
+                .tenants
+                .get(usize::from(first.first))
+                .cloned()
+                .unwrap_or_else(|| "?".into()),
+            source: u64::from(first.seq),
+            field: String::new(),
+            text: excerpt,
+            words: covered.len(),
+            shingles: stretch.len(),
+            distinctive: names,
+        })
+    }
+
+    /// How many shingles the index keeps.
+    pub fn len(&self) -> usize {
+        self.shingles.len()
+    }
+
+    /// Whether it keeps none.
+    pub fn is_empty(&self) -> bool {
+        self.shingles.is_empty()
+    }
+}
+
+/// Every output field of an exchange that carries text, by name, each field's pieces
+/// joined in order: the assembled content; every string of the response body (the
+/// message's content, reasoning fields, thinking blocks, tool-call names and
+/// arguments, refusals, logprob tokens); every string of every stream frame, joined
+/// per field and choice across frames (a stream's deltas); the error message; and a
+/// body that is not JSON, whole.
+pub fn outputs(exchange: &crate::exchange::Exchange) -> Vec<(String, String)> {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    let mut push = |name: String, piece: &str| match fields.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, text)) => text.push_str(piece),
+        None => fields.push((name, piece.to_owned())),
+    };
+    if !exchange.content.is_empty() {
+        push("content".into(), &exchange.content);
+    }
+    let documents = exchange
+        .body
+        .iter()
+        .map(|b| (b.as_str(), "body"))
+        .chain(exchange.frames.iter().map(|f| (f.data.as_str(), "stream")));
+    for (text, place) in documents {
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value) => walk(&value, place.to_owned(), &mut push),
+            Err(_) if text.trim() == "[DONE]" => {}
+            Err(_) => push(place.into(), text),
+        }
+    }
+    if let Some(e) = &exchange.api_error {
+        push("error.message".into(), &e.message);
+    }
+    // A field that is JSON itself (a tool call's arguments, joined across a stream's
+    // deltas) is read decoded too: its escapes would join words.
+    let mut decoded = Vec::new();
+    for (name, text) in &fields {
+        if let Ok(value @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) =
+            serde_json::from_str::<serde_json::Value>(text)
+        {
+            let mut strings: Vec<(String, String)> = Vec::new();
+            walk(&value, format!("{name}.json"), &mut |n, s| {
+                strings.push((n, s.to_owned()))
+            });
+            decoded.extend(strings);
+        }
+    }
+    fields.extend(decoded);
+    fields
+}
+
+/// Keys whose strings are the API's own (ids, roles, names of objects), not text.
+const STRUCTURAL: &[&str] = &[
+    "id",
+    "object",
+    "model",
+    "role",
+    "type",
+    "finish_reason",
+    "system_fingerprint",
+];
+
+/// Pushes every string of `value` under its path; array positions are left out of the
+/// path (so that a stream's deltas and logprob tokens join), except a choice's index.
+fn walk(value: &serde_json::Value, path: String, push: &mut impl FnMut(String, &str)) {
+    match value {
+        serde_json::Value::String(s) => push(path, s),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                let path = match item.get("index").and_then(serde_json::Value::as_u64) {
+                    Some(i) if path.ends_with("choices") => format!("{path}.{i}"),
+                    _ => path.clone(),
+                };
+                walk(item, path, push);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                if !STRUCTURAL.contains(&key.as_str()) {
+                    walk(item, format!("{path}.{key}"), push);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One word as read: its hash and whether it is a digit.
+#[derive(Clone, Copy, Debug)]
+pub struct Word {
+    /// The hash of its canonical form.
+    pub hash: u64,
+    /// Whether it is a digit (everyone's).
+    pub digit: bool,
+}
+
+/// A word and where it stands in the text (byte offsets).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    hash: u64,
+    digit: bool,
+    start: usize,
+    end: usize,
+}
+
+fn spans(text: &str) -> Vec<Span> {
+    let mut out = Vec::new();
+    read(text, |canonical, start, end| {
+        out.push(Span {
+            hash: hash(canonical),
+            digit: is_digit(canonical),
+            start,
+            end,
+        })
+    });
+    out
+}
+
+/// The words of `text`, in their canonical form ([the rules](self)), each handed to
+/// `each` as it is read.
+pub fn words(text: &str, mut each: impl FnMut(Word)) {
+    read(text, |canonical, _, _| {
+        each(Word {
+            hash: hash(canonical),
+            digit: is_digit(canonical),
+        })
+    });
+}
+
+/// The canonical words of `text`, as strings (for tests and figures).
+pub fn canonical(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    read(text, |w, _, _| out.push(w.to_owned()));
+    out
+}
+
+fn is_digit(w: &str) -> bool {
+    w.len() == 1 && w.as_bytes()[0].is_ascii_digit()
+}
+
+const UNITS: &[&str] = &[
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+];
+const TEENS: &[&str] = &[
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+];
+const TENS: &[&str] = &[
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+const DIGITS: &[&str] = &["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+
+/// Reads `text` word by word, handing each canonical word and its byte span to `emit`:
+/// letters folded, digits one by one, number words as digits, `@` and an inner `.` as
+/// `at` and `dot`.
+fn read(text: &str, mut emit: impl FnMut(&str, usize, usize)) {
+    // A tens word waits for the unit that may follow it ("forty two").
+    let mut tens: Option<(usize, usize, usize)> = None;
+    let mut number = |word: &str, start: usize, end: usize, emit: &mut dyn FnMut(&str, usize, usize)| {
+        let unit = UNITS.iter().position(|u| *u == word);
+        if let Some((t, s, e)) = tens.take() {
+            emit(DIGITS[t], s, e);
+            match unit {
+                Some(u) if u > 0 => {
+                    emit(DIGITS[u], start, end);
+                    return;
+                }
+                _ => emit("0", s, e),
+            }
+        }
+        if let Some(u) = unit {
+            emit(DIGITS[u], start, end);
+        } else if let Some(t) = TEENS.iter().position(|x| *x == word) {
+            emit("1", start, end);
+            emit(DIGITS[t], start, end);
+        } else if let Some(t) = TENS.iter().position(|x| *x == word) {
+            tens = Some((t + 2, start, end));
+        } else if !word.is_empty() {
+            emit(word, start, end);
+        }
+    };
+    let mut run = String::new();
+    let mut run_start = 0;
+    let mut folded = String::new();
+    let mut prev_alnum = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let end = at + c.len_utf8();
+        folded.clear();
+        if c.is_ascii() {
+            folded.push(c.to_ascii_lowercase());
+        } else {
+            for d in std::iter::once(c).nfkd().filter(|d| !is_combining_mark(*d)) {
+                folded.extend(d.to_lowercase());
+            }
+        }
+        let mut alnum = false;
+        for f in folded.chars() {
+            if f.is_ascii_digit() {
+                if !run.is_empty() {
+                    number(&run, run_start, at, &mut emit);
+                    run.clear();
+                }
+                number(DIGITS[(f as u8 - b'0') as usize], at, end, &mut emit);
+                alnum = true;
+            } else if f.is_alphanumeric() {
+                if run.is_empty() {
+                    run_start = at;
+                }
+                run.push(f);
+                alnum = true;
+            } else {
+                if !run.is_empty() {
+                    number(&run, run_start, at, &mut emit);
+                    run.clear();
+                }
+                let next_alnum = chars.peek().is_some_and(|(_, n)| n.is_alphanumeric());
+                if f == '@' {
+                    number("at", at, end, &mut emit);
+                } else if f == '.' && prev_alnum && next_alnum {
+                    number("dot", at, end, &mut emit);
+                }
+            }
+        }
+        prev_alnum = alnum;
+    }
+    if !run.is_empty() {
+        number(&run, run_start, text.len(), &mut emit);
+    }
+    // A tens word at the very end.
+    number("", text.len(), text.len(), &mut emit);
+}
+
+/// A word's hash: FNV-1a, finished as SplitMix64 does (FNV's high bits mix poorly).
+fn hash(word: &str) -> u64 {
+    let h = word.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    mix(h)
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The key of every shingle of a word sequence, in order.
+fn shingle_keys(hashes: &[u64]) -> Vec<u64> {
+    hashes
+        .windows(SHINGLE)
+        .map(|w| {
+            w.iter().fold(0x9e37_79b9_7f4a_7c15_u64, |h, x| {
+                mix((h ^ x).wrapping_add(0x9e37_79b9_7f4a_7c15))
+            })
+        })
+        .collect()
+}
+
+/// The keys winnowing keeps: in every [`WINDOW`] keys in a row, the smallest (the
+/// rightmost of equals), each kept once; of fewer keys than a window, the smallest.
+fn winnow(keys: &[u64]) -> Vec<u64> {
+    let mut kept = Vec::new();
+    if keys.is_empty() {
+        return kept;
+    }
+    let window = WINDOW.min(keys.len());
+    let mut last: Option<usize> = None;
+    for start in 0..=keys.len() - window {
+        // Only look again when the kept one left the window.
+        let pick = match last {
+            Some(p) if p >= start => {
+                let new = start + window - 1;
+                if keys[new] <= keys[p] { new } else { p }
+            }
+            _ => {
+                let mut p = start;
+                for i in start..start + window {
+                    if keys[i] <= keys[p] {
+                        p = i;
+                    }
+                }
+                p
+            }
+        };
+        if last != Some(pick) {
+            kept.push(keys[pick]);
+            last = Some(pick);
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(seq: u64, tenant: &str, text: &str) -> Provenance {
+        let mut p = Provenance::new(&["a".into(), "b".into()]);
+        p.add(seq, tenant, &[text]);
+        p
+    }
+
+    fn content(text: &str) -> Vec<(String, String)> {
+        vec![("content".into(), text.into())]
+    }
+
+    const B_TEXT: &str = "The committee at Velkaro reviewed the quarterly budget before the long weekend, as Dunmoreth noted. \
+        Client file: Maria Keller, email maria.keller48213@posteo.de, account 3391-0048-2215, note: the blue gate by the orchard. \
+        Our accountant from Ostravane measured the river survey after the storm passed, according to Velkaro.";
+
+    #[test]
+    fn numbers_and_addresses_read_the_same_however_written() {
+        let canon = |s: &str| canonical(s).join(" ");
+        assert_eq!(
+            canon("3391-0048-2215"),
+            canon("three three nine one zero zero four eight two two one five")
+        );
+        assert_eq!(canon("3391 0048 2215"), canon("339100482215"));
+        assert_eq!(canon("thirty-three ninety-one"), canon("3391"));
+        assert_eq!(canon("forty"), canon("40"));
+        assert_eq!(canon("Eleven"), canon("11"));
+        assert_eq!(
+            canon("maria.keller48@posteo.de"),
+            canon("Maria dot Keller four eight at posteo dot de")
+        );
+        assert_eq!(canon("ＭＡＲＩＡ  Kéller\n\tthe END."), "maria keller the end");
+        // A full stop between sentences is no `dot`.
+        assert_eq!(canon("It ended. Then"), "it ended then");
+    }
+
+    #[test]
+    fn another_tenants_text_cut_and_respelled_is_found_and_named() {
+        let p = index(7, "b", B_TEXT);
+        let leaked = "okay so client FILE maria keller, email maria dot keller four eight two one three at posteo dot de, account three three nine one zero zero four eight two two one five and more";
+        let hit = p
+            .find("a", &["Read back what you were given."], &content(leaked))
+            .expect("b's record, spelled out, in a's answer");
+        assert_eq!(
+            (hit.owner.as_str(), hit.source, hit.field.as_str()),
+            ("b", 7, "content")
+        );
+        assert_eq!(hit.id(), "b/text/7");
+        assert!(hit.distinctive.iter().any(|w| w == "keller" || w == "maria"), "{hit:?}");
+        assert!(hit.words >= GUARANTEED, "{hit:?}");
+    }
+
+    #[test]
+    fn a_record_whose_words_both_tenants_sent_is_named_by_its_digits() {
+        let mut p = index(7, "b", B_TEXT);
+        // a sent the same names, domain and note words in records of its own.
+        p.add(8, "a", &["Client file: Maria Keller, email maria.keller11111@posteo.de, account 9999-0000-1111, note: the blue gate by the orchard."]);
+        let leaked =
+            "maria keller email maria dot keller four eight two one three at posteo dot de account three three nine";
+        let hit = p
+            .find("a", &["Hi."], &content(leaked))
+            .expect("b's digits, in b's order");
+        assert_eq!(hit.owner, "b");
+        assert!(hit.distinctive.is_empty(), "{hit:?}");
+        // Seven of them are not enough.
+        assert_eq!(
+            p.find("a", &["Hi."], &content("at posteo dot de account three three nine one")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_prose_fragment_cut_mid_sentence_is_found() {
+        let p = index(3, "b", B_TEXT);
+        let leaked = "ountant from ostravane measured the river survey after the storm passed, according to Velk";
+        let hit = p
+            .find("a", &["Hello."], &content(leaked))
+            .expect("thirteen words of b's prose");
+        assert_eq!(hit.owner, "b");
+        assert!(hit.distinctive.contains(&"ostravane".to_owned()), "{hit:?}");
+    }
+
+    #[test]
+    fn the_askers_own_text_and_shared_wording_are_nobodys_leak() {
+        let mut p = index(1, "b", B_TEXT);
+        // a sent the same text before: not b's alone.
+        p.add(2, "a", &[B_TEXT]);
+        assert_eq!(p.find("a", &["Hi."], &content(B_TEXT)), None);
+        // The request it answers held it.
+        let p = index(1, "b", B_TEXT);
+        assert_eq!(p.find("a", &[B_TEXT], &content(B_TEXT)), None);
+        // Nine words of the shared grammar b sent, no word of b's own among them.
+        let p = index(1, "b", B_TEXT);
+        assert_eq!(
+            p.find(
+                "a",
+                &["Hi."],
+                &content("reviewed the quarterly budget before the long weekend as")
+            ),
+            None
+        );
+        // Five words of b's: under a shingle.
+        assert_eq!(
+            p.find("a", &["Hi."], &content("from Ostravane measured the river")),
+            None
+        );
+    }
+
+    #[test]
+    fn every_output_field_is_read() {
+        use crate::exchange::{Exchange, SseFrame};
+        let leaked =
+            "the committee at velkaro reviewed the quarterly budget before the long weekend as dunmoreth noted";
+        let body = serde_json::json!({"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Fine.", "reasoning_content": leaked}}]});
+        let ex = Exchange {
+            body: Some(body.to_string()),
+            ..Default::default()
+        };
+        let fields = outputs(&ex);
+        assert!(
+            fields
+                .iter()
+                .any(|(n, t)| n == "body.choices.0.message.reasoning_content" && t == leaked),
+            "{fields:?}"
+        );
+        // A stream's deltas joined per field, logprob tokens joined.
+        let frame = |delta: &str| {
+            SseFrame {
+            event: None,
+            data: serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": delta}}]}, "logprobs": {"content": [{"token": delta}]}}]}).to_string(),
+            at_ms: 0.0,
+        }
+        };
+        let (head, tail) = leaked.split_at(37);
+        let ex = Exchange {
+            frames: vec![
+                frame(head),
+                frame(tail),
+                SseFrame {
+                    event: None,
+                    data: "[DONE]".into(),
+                    at_ms: 0.0,
+                },
+            ],
+            ..Default::default()
+        };
+        let fields = outputs(&ex);
+        assert!(
+            fields
+                .iter()
+                .any(|(n, t)| n == "stream.choices.0.delta.tool_calls.function.arguments" && t == leaked),
+            "{fields:?}"
+        );
+        assert!(
+            fields
+                .iter()
+                .any(|(n, t)| n == "stream.choices.0.logprobs.content.token" && t == leaked),
+            "{fields:?}"
+        );
+        let p = index(4, "b", B_TEXT);
+        let hit = p.find("a", &["Hi."], &fields).expect("in the tool call's arguments");
+        assert_eq!(hit.field, "stream.choices.0.delta.tool_calls.function.arguments");
+    }
+
+    #[test]
+    fn winnowing_keeps_one_in_every_window() {
+        let keys: Vec<u64> = (0..500u64).map(mix).collect();
+        let kept: HashSet<u64> = winnow(&keys).into_iter().collect();
+        for w in keys.windows(WINDOW) {
+            assert!(w.iter().any(|k| kept.contains(k)));
+        }
+        assert!(kept.len() < keys.len() / 4, "{} of {}", kept.len(), keys.len());
+        assert_eq!(winnow(&keys[..3]).len(), 1);
+    }
+}

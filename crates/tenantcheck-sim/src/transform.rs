@@ -1,0 +1,352 @@
+//! [`LeakTransform`]: the forms a leak comes back in. A model decoding over another
+//! request's KV, a crossed buffer or a gateway's bug rarely returns another customer's
+//! text verbatim: it is cut at arbitrary offsets, words go missing or repeat, case and
+//! spacing change, numbers are spelled out or regrouped, addresses are read aloud, and
+//! the recipient's own words are mixed in. The reference vendor draws, per leak, from
+//! these *families* (`tenantcheck sim --leak-transform random`), so that the suite is
+//! tested against classes of leak, not against the one output a fault happens to make.
+//!
+//! Every draw is reproducible: its seed is the transform's seed mixed with the text it
+//! transforms.
+
+/// One kind of change a leak may undergo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Family {
+    /// A fragment of 6 to 60 words, cut at random character offsets (mid-word at both
+    /// ends).
+    Cut,
+    /// Separators put inside numbers (`3391-0048` as `33-91 00,48`).
+    Separators,
+    /// Every digit spelled as a word (`48` as `four eight`).
+    DigitWords,
+    /// E-mail addresses read aloud (`a.b@c.de` as `a dot b at c dot de`).
+    SpelledAddress,
+    /// About one word in ten dropped.
+    Drop,
+    /// About one word in ten said twice.
+    Repeat,
+    /// Case changed, word by word or whole.
+    Case,
+    /// The recipient's own words put between pieces of 8 to 20 words.
+    Interleave,
+    /// Spaces turned into runs of spaces, tabs and line breaks.
+    Whitespace,
+}
+
+impl Family {
+    /// Every family, in the order they are applied.
+    pub const ALL: &[Family] = &[
+        Family::Cut,
+        Family::Separators,
+        Family::DigitWords,
+        Family::SpelledAddress,
+        Family::Drop,
+        Family::Repeat,
+        Family::Case,
+        Family::Interleave,
+        Family::Whitespace,
+    ];
+
+    fn bit(self) -> u16 {
+        1 << Family::ALL.iter().position(|f| *f == self).expect("listed")
+    }
+}
+
+/// Which families a leak undergoes: a fixed set, or each with an even chance per leak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeakTransform {
+    /// Mixed with each leak's text into the seed of its draw.
+    pub seed: u64,
+    /// The families (one bit each, in [`Family::ALL`]'s order).
+    families: u16,
+    /// Each family with probability one half per leak, instead of the set.
+    random: bool,
+}
+
+impl LeakTransform {
+    /// Each family with an even chance per leak.
+    pub fn random(seed: u64) -> Self {
+        LeakTransform {
+            seed,
+            families: 0,
+            random: true,
+        }
+    }
+
+    /// These families, every leak.
+    pub fn of(families: &[Family], seed: u64) -> Self {
+        LeakTransform {
+            seed,
+            families: families.iter().fold(0, |m, f| m | f.bit()),
+            random: false,
+        }
+    }
+
+    /// Reads `random` or a comma-separated list of families (`cut,digit-words`).
+    pub fn parse(spec: &str, seed: u64) -> Result<Self, String> {
+        use clap::ValueEnum;
+        if spec.trim() == "random" {
+            return Ok(LeakTransform::random(seed));
+        }
+        let families = spec
+            .split(',')
+            .map(|name| {
+                Family::from_str(name.trim(), true).map_err(|_| {
+                    let known: Vec<String> = Family::value_variants()
+                        .iter()
+                        .filter_map(|f| f.to_possible_value().map(|v| v.get_name().to_owned()))
+                        .collect();
+                    format!(
+                        "unknown family {name:?}; fix: give random, or some of {}",
+                        known.join(", ")
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(LeakTransform::of(&families, seed))
+    }
+
+    /// `text` as it leaks, and the families drawn for it.
+    pub fn apply(&self, text: &str) -> (String, Vec<Family>) {
+        let mut rng = Rng(self.seed
+            ^ text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            }));
+        let drawn: Vec<Family> = Family::ALL
+            .iter()
+            .copied()
+            .filter(|f| match self.random {
+                true => rng.below(2) == 1,
+                false => self.families & f.bit() != 0,
+            })
+            .collect();
+        (transform(text, &drawn, &mut rng), drawn)
+    }
+}
+
+/// `text` with each of `families` applied, in [`Family::ALL`]'s order.
+pub fn transform(text: &str, families: &[Family], rng: &mut Rng) -> String {
+    let mut text = text.to_owned();
+    for family in Family::ALL.iter().filter(|f| families.contains(f)) {
+        text = match family {
+            Family::Cut => cut(&text, rng),
+            Family::Separators => separators(&text, rng),
+            Family::DigitWords => digit_words(&text),
+            Family::SpelledAddress => spelled_address(&text),
+            Family::Drop => by_word(
+                &text,
+                |w, out, rng| {
+                    if rng.below(10) != 0 {
+                        out.push(w.to_owned());
+                    }
+                },
+                rng,
+            ),
+            Family::Repeat => by_word(
+                &text,
+                |w, out, rng| {
+                    out.push(w.to_owned());
+                    if rng.below(10) == 0 {
+                        out.push(w.to_owned());
+                    }
+                },
+                rng,
+            ),
+            Family::Case => case(&text, rng),
+            Family::Interleave => interleave(&text, rng),
+            Family::Whitespace => {
+                const GAPS: &[&str] = &[" ", "  ", "\n", "\t", " \n ", "\r\n"];
+                let words: Vec<&str> = text.split_whitespace().collect();
+                let mut out = String::new();
+                for (i, w) in words.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(GAPS[rng.below(GAPS.len() as u64) as usize]);
+                    }
+                    out.push_str(w);
+                }
+                out
+            }
+        };
+    }
+    text
+}
+
+/// SplitMix64.
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n` (at least 1).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn cut(text: &str, rng: &mut Rng) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return String::new();
+    }
+    let start = rng.below(chars.len() as u64) as usize;
+    let want = 6 + rng.below(55) as usize;
+    let (mut words, mut end, mut in_word) = (0, start, false);
+    while end < chars.len() {
+        let space = chars[end].is_whitespace();
+        if !space && !in_word {
+            words += 1;
+            if words > want {
+                break;
+            }
+        }
+        in_word = !space;
+        end += 1;
+    }
+    // The last word cut somewhere inside.
+    let mut last = end;
+    while last > start && !chars[last - 1].is_whitespace() {
+        last -= 1;
+    }
+    let keep = last + rng.below((end - last + 1) as u64) as usize;
+    chars[start..keep.max(start)].iter().collect()
+}
+
+fn separators(text: &str, rng: &mut Rng) -> String {
+    const SEPARATORS: &[char] = &['-', ' ', ',', '.'];
+    let mut out = String::new();
+    let mut prev_digit = false;
+    for c in text.chars() {
+        let digit = c.is_ascii_digit();
+        // Old separators between digits go; new ones are drawn.
+        if digit && prev_digit && rng.below(3) == 0 {
+            out.push(SEPARATORS[rng.below(SEPARATORS.len() as u64) as usize]);
+        }
+        out.push(c);
+        prev_digit = digit;
+    }
+    out
+}
+
+fn digit_words(text: &str) -> String {
+    const WORDS: &[&str] = &[
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    ];
+    let mut out = String::new();
+    for c in text.chars() {
+        match c.to_digit(10) {
+            Some(d) => {
+                out.push(' ');
+                out.push_str(WORDS[d as usize]);
+                out.push(' ');
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+fn spelled_address(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let between = i > 0 && i + 1 < chars.len() && chars[i - 1].is_alphanumeric() && chars[i + 1].is_alphanumeric();
+        match c {
+            '@' => out.push_str(" at "),
+            '.' if between => out.push_str(" dot "),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn by_word(text: &str, each: impl Fn(&str, &mut Vec<String>, &mut Rng), rng: &mut Rng) -> String {
+    let mut out = Vec::new();
+    for w in text.split_whitespace() {
+        each(w, &mut out, rng);
+    }
+    out.join(" ")
+}
+
+fn case(text: &str, rng: &mut Rng) -> String {
+    match rng.below(3) {
+        0 => text.to_uppercase(),
+        1 => text.to_lowercase(),
+        _ => by_word(
+            text,
+            |w, out, rng| {
+                out.push(match rng.below(3) {
+                    0 => w.to_uppercase(),
+                    1 => w.to_lowercase(),
+                    _ => {
+                        let mut c = w.chars();
+                        c.next()
+                            .map(|f| f.to_uppercase().chain(c.flat_map(char::to_lowercase)).collect())
+                            .unwrap_or_default()
+                    }
+                })
+            },
+            rng,
+        ),
+    }
+}
+
+fn interleave(text: &str, rng: &mut Rng) -> String {
+    const OWN: &[&str] = &[
+        "as far as I can tell,",
+        "to answer your question:",
+        "here is what I found.",
+        "I hope this helps, and",
+        "let me continue with the list",
+    ];
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut out: Vec<&str> = Vec::new();
+    let mut at = 0;
+    while at < words.len() {
+        let piece = 8 + rng.below(13) as usize;
+        out.extend(&words[at..(at + piece).min(words.len())]);
+        at += piece;
+        if at < words.len() {
+            out.push(OWN[rng.below(OWN.len() as u64) as usize]);
+        }
+    }
+    out.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "Customer record: Maria Keller, email maria.keller48213@posteo.de, account 3391 0048 2215, note: the blue gate. \
+        The committee at Velkaro reviewed the quarterly budget before the long weekend, as Dunmoreth noted.";
+
+    #[test]
+    fn each_family_changes_what_it_names() {
+        let one = |f: Family| LeakTransform::of(&[f], 7).apply(TEXT).0;
+        assert!(
+            one(Family::DigitWords).contains("four  eight"),
+            "{}",
+            one(Family::DigitWords)
+        );
+        assert!(one(Family::SpelledAddress).contains("maria dot keller48213 at posteo dot de"));
+        assert!(!one(Family::Whitespace).contains("Customer record: Maria"));
+        let cut = one(Family::Cut);
+        assert!(TEXT.contains(&cut) && cut.split_whitespace().count() <= 61, "{cut}");
+        assert!(one(Family::Interleave).split_whitespace().count() > TEXT.split_whitespace().count());
+        assert_eq!(LeakTransform::of(&[], 7).apply(TEXT).0, TEXT);
+    }
+
+    #[test]
+    fn draws_are_reproducible_and_vary_with_the_seed() {
+        let a = LeakTransform::random(1).apply(TEXT);
+        assert_eq!(a, LeakTransform::random(1).apply(TEXT));
+        let differ = (2..20).filter(|s| LeakTransform::random(*s).apply(TEXT) != a).count();
+        assert!(differ > 10, "{differ}");
+    }
+}
