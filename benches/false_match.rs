@@ -1,7 +1,8 @@
 //! Benchmark: how often each leak detector matches by accident on a healthy vendor.
 //!
-//! `cargo bench --bench false_match -- [RUNS] [RUN ARGS...]` runs the whole suite RUNS
-//! times (default 10) with `tenantcheck run [RUN ARGS...]` (default: the built-in
+//! `cargo bench --bench false_match -- [RUNS] [--jobs J] [RUN ARGS...]` runs the whole
+//! suite RUNS times (default 10), J at once (default 1; a run mostly waits on the
+//! vendor), with `tenantcheck run [RUN ARGS...]` (default: the built-in
 //! reference vendor, healthy; give `--vendor PROFILE` for another, such as llama.cpp's
 //! server), verifies each signed report, and counts, over every answer of every run,
 //! the matches of each detector: a canary of another tenant by match kind (exact,
@@ -15,6 +16,76 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use tenantcheck::report::{self, key};
 
+/// What one verified run showed.
+#[derive(Default)]
+struct Tally {
+    answers: usize,
+    foreign_answers: usize,
+    rises: usize,
+    by_kind: BTreeMap<String, usize>,
+}
+
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.answers += other.answers;
+        self.foreign_answers += other.foreign_answers;
+        self.rises += other.rises;
+        for (k, n) in other.by_kind {
+            *self.by_kind.entry(k).or_default() += n;
+        }
+    }
+}
+
+/// Runs the suite once into `out` with `args`, verifies it, and counts its matches.
+fn one(run: usize, out: &std::path::Path, args: &[String]) -> Tally {
+    let status = Command::new(env!("CARGO_BIN_EXE_tenantcheck"))
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("--quiet")
+        .output()
+        .expect("tenantcheck runs");
+    let envelope = std::fs::read(out.join(report::ENVELOPE_FILE)).unwrap_or_else(|e| {
+        panic!(
+            "run {run}: no report ({e}); exit {:?}\n{}",
+            status.status.code(),
+            String::from_utf8_lossy(&status.stderr)
+        )
+    });
+    let public = key::read_public(&out.join(key::PUBLIC_KEY_FILE)).expect("the run's public key");
+    let transcript = std::fs::read(out.join(report::TRANSCRIPT_FILE)).expect("the transcript");
+    let verified = report::verify(&envelope, &public, Some(&transcript), None, |_| {}).expect("the report verifies");
+    let mut tally = Tally {
+        answers: transcript
+            .split(|&b| b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+            .filter(|v| !v["exchange"]["status"].is_null())
+            .count(),
+        ..Tally::default()
+    };
+    for c in &verified.report().cases {
+        for f in &c.outcome.findings {
+            if let Some(leak) = &f.leak {
+                *tally.by_kind.entry(format!("{:?}", leak.fragment)).or_default() += 1;
+            }
+        }
+        if let Some(power) = &c.outcome.power {
+            tally.foreign_answers += power.bands.iter().map(|b| b.foreign.len()).sum::<usize>();
+            tally.foreign_answers += power.trials.iter().map(|t| t.foreign.len()).sum::<usize>();
+            tally.rises += usize::from(power.foreign_rise().is_some());
+        }
+    }
+    eprintln!(
+        "run {}: {} cases, verdict {:?}",
+        run + 1,
+        verified.report().cases.len(),
+        verified.report().verdict
+    );
+    let _ = std::fs::remove_dir_all(out);
+    tally
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let runs: usize = match args.first().and_then(|a| a.parse().ok()) {
@@ -24,54 +95,38 @@ fn main() {
         }
         None => 10,
     };
-    let work = std::env::temp_dir().join(format!("tenantcheck-false-match-{}", std::process::id()));
-    let (mut answers, mut foreign_answers, mut rises) = (0usize, 0usize, 0usize);
-    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
-    for run in 0..runs {
-        let out = work.join(format!("run-{run}"));
-        let status = Command::new(env!("CARGO_BIN_EXE_tenantcheck"))
-            .arg("run")
-            .args(&args)
-            .arg("--out")
-            .arg(&out)
-            .arg("--quiet")
-            .output()
-            .expect("tenantcheck runs");
-        let envelope = std::fs::read(out.join(report::ENVELOPE_FILE)).unwrap_or_else(|e| {
-            panic!(
-                "run {run}: no report ({e}); exit {:?}\n{}",
-                status.status.code(),
-                String::from_utf8_lossy(&status.stderr)
-            )
-        });
-        let public = key::read_public(&out.join(key::PUBLIC_KEY_FILE)).expect("the run's public key");
-        let transcript = std::fs::read(out.join(report::TRANSCRIPT_FILE)).expect("the transcript");
-        let verified =
-            report::verify(&envelope, &public, Some(&transcript), None, |_| {}).expect("the report verifies");
-        answers += transcript
-            .split(|&b| b == b'\n')
-            .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
-            .filter(|v| !v["exchange"]["status"].is_null())
-            .count();
-        for c in &verified.report().cases {
-            for f in &c.outcome.findings {
-                if let Some(leak) = &f.leak {
-                    *by_kind.entry(format!("{:?}", leak.fragment)).or_default() += 1;
-                }
-            }
-            if let Some(power) = &c.outcome.power {
-                foreign_answers += power.bands.iter().map(|b| b.foreign.len()).sum::<usize>();
-                foreign_answers += power.trials.iter().map(|t| t.foreign.len()).sum::<usize>();
-                rises += usize::from(power.foreign_rise().is_some());
-            }
+    // `--jobs J`: runs at once (a run mostly waits on the vendor).
+    let jobs: usize = match args.first().map(String::as_str) {
+        Some("--jobs") => {
+            let j = args.get(1).and_then(|j| j.parse().ok()).expect("--jobs takes a number");
+            args.drain(..2);
+            j
         }
-        eprintln!(
-            "run {}/{runs}: {} cases, verdict {:?}",
-            run + 1,
-            verified.report().cases.len(),
-            verified.report().verdict
-        );
-    }
+        _ => 1,
+    };
+    let work = std::env::temp_dir().join(format!("tenantcheck-false-match-{}", std::process::id()));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let total = std::sync::Mutex::new(Tally::default());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let run = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if run >= runs {
+                        break;
+                    }
+                    let tally = one(run, &work.join(format!("run-{run}")), &args);
+                    total.lock().unwrap().add(tally);
+                }
+            });
+        }
+    });
+    let Tally {
+        answers,
+        foreign_answers,
+        rises,
+        by_kind,
+    } = total.into_inner().unwrap();
     let _ = std::fs::remove_dir_all(&work);
     let bound = |k: usize| match k {
         0 => format!("below {:.1e} (95%)", 1.0 - 0.05f64.powf(1.0 / answers.max(1) as f64)),

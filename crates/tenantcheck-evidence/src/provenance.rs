@@ -102,27 +102,116 @@ struct Source {
     tenants: u16,
 }
 
-/// The shingles and words of the request an answer answers.
+/// Which of an answer's candidate shingles and words the request it answers held.
 struct Own {
     shingles: HashSet<u64>,
     words: HashSet<u64>,
 }
 
 impl Own {
-    fn of(request: &[&str]) -> Own {
+    /// Reads `request` once for the `shingles` and `words` asked about (a long
+    /// prompt's own shingles are never all held at once).
+    fn among(request: &[&str], shingles: HashSet<u64>, words: HashSet<u64>) -> Own {
         let mut own = Own {
             shingles: HashSet::new(),
             words: HashSet::new(),
         };
         for s in request {
-            let mut hashes = Vec::new();
-            words(s, |w| {
-                own.words.insert(w.hash);
-                hashes.push(w.hash);
+            let mut last = Shingler::default();
+            self::words(s, |w| {
+                if words.contains(&w.hash) {
+                    own.words.insert(w.hash);
+                }
+                if let Some(shingle) = last.push(w.hash, w.digit, false)
+                    && shingles.contains(&shingle.key)
+                {
+                    own.shingles.insert(shingle.key);
+                }
             });
-            own.shingles.extend(shingle_keys(&hashes));
         }
         own
+    }
+}
+
+/// A shingle as read: its key, whether it holds a digit, whether all its words are
+/// the shared wording.
+struct Shingle {
+    key: u64,
+    digit: bool,
+    shared: bool,
+}
+
+/// The last [`SHINGLE`] words read, as a ring.
+#[derive(Default)]
+struct Shingler {
+    words: [(u64, bool, bool); SHINGLE],
+    read: usize,
+}
+
+impl Shingler {
+    /// Reads one more word; the shingle that ends with it, once there are enough.
+    fn push(&mut self, hash: u64, digit: bool, shared: bool) -> Option<Shingle> {
+        self.words[self.read % SHINGLE] = (hash, digit, shared);
+        self.read += 1;
+        if self.read < SHINGLE {
+            return None;
+        }
+        let in_order = (0..SHINGLE).map(|i| self.words[(self.read + i) % SHINGLE]);
+        let (mut hashes, mut digit, mut shared) = ([0u64; SHINGLE], false, true);
+        for (i, (h, d, s)) in in_order.enumerate() {
+            hashes[i] = h;
+            digit |= d;
+            shared &= s;
+        }
+        Some(Shingle {
+            key: shingle_key(&hashes),
+            digit,
+            shared,
+        })
+    }
+}
+
+/// Winnowing as keys arrive: in every [`WINDOW`] keys in a row the smallest (the
+/// rightmost of equals) is kept, each once; of fewer keys than a window, the smallest.
+#[derive(Default)]
+struct Winnower {
+    /// Candidates for the smallest of the window, as (position, key), keys rising.
+    rising: std::collections::VecDeque<(usize, u64)>,
+    read: usize,
+    last: Option<usize>,
+}
+
+impl Winnower {
+    /// Reads one more key; the key kept for the window it completes, if a new one.
+    fn push(&mut self, key: u64) -> Option<u64> {
+        while self.rising.back().is_some_and(|&(_, k)| k >= key) {
+            self.rising.pop_back();
+        }
+        self.rising.push_back((self.read, key));
+        self.read += 1;
+        if self.read < WINDOW {
+            return None;
+        }
+        while self.rising.front().is_some_and(|&(at, _)| at + WINDOW < self.read) {
+            self.rising.pop_front();
+        }
+        self.take_front()
+    }
+
+    /// After the last key: the smallest, where there were fewer keys than a window.
+    fn finish(&mut self) -> Option<u64> {
+        match self.read {
+            1.. if self.read < WINDOW => self.take_front(),
+            _ => None,
+        }
+    }
+
+    fn take_front(&mut self) -> Option<u64> {
+        let &(at, key) = self.rising.front()?;
+        (self.last != Some(at)).then(|| {
+            self.last = Some(at);
+            key
+        })
     }
 }
 
@@ -207,41 +296,44 @@ impl Provenance {
     }
 
     /// Adds the strings of a request `tenant` sent, written at transcript line `seq`.
+    /// Reads each string once, keeping only the last [`SHINGLE`] words and a
+    /// winnowing window: a prompt of megabytes costs no more memory than a short one.
     pub fn add(&mut self, seq: u64, tenant: &str, strings: &[&str]) {
         let (first, bit) = self.index(tenant);
         let seq = u32::try_from(seq).unwrap_or(u32::MAX);
+        let Provenance {
+            shingles, vocabulary, ..
+        } = self;
+        let mut keep = |key: u64| {
+            shingles.entry(key).or_insert(Source { seq, first, tenants: 0 }).tenants |= bit;
+        };
         for s in strings {
-            let (mut hashes, mut digits) = (Vec::new(), Vec::new());
+            let mut last = Shingler::default();
+            let mut winnower = Winnower::default();
             words(s, |w| {
+                let shared = !w.digit && vocabulary.get(&w.hash) == Some(&ALL_TENANTS);
                 if !w.digit {
-                    *self.vocabulary.entry(w.hash).or_default() |= bit;
+                    *vocabulary.entry(w.hash).or_default() |= bit;
                 }
-                hashes.push(w.hash);
-                digits.push(w.digit);
+                // Shingles of the run's shared wording alone are nobody's evidence:
+                // not kept. Of the others, every one that holds a digit (records are a
+                // small part of the text, and their digits name their owner only when
+                // matched in full), and those winnowing keeps of the rest.
+                let Some(shingle) = last.push(w.hash, w.digit, shared) else {
+                    return;
+                };
+                if shingle.shared {
+                    return;
+                }
+                if shingle.digit {
+                    keep(shingle.key);
+                }
+                if let Some(key) = winnower.push(shingle.key) {
+                    keep(key);
+                }
             });
-            let keys = shingle_keys(&hashes);
-            // Shingles of the run's shared wording alone are nobody's evidence: not
-            // kept. Of the others, every one that holds a digit (records are a small
-            // part of the text, and their digits name their owner only when matched in
-            // full), and those winnowing keeps of the rest.
-            let shared: Vec<bool> = hashes
-                .iter()
-                .zip(&digits)
-                .map(|(h, d)| !d && self.vocabulary.get(h) == Some(&ALL_TENANTS))
-                .collect();
-            let informative: Vec<(u64, bool)> = keys
-                .iter()
-                .zip(shared.windows(SHINGLE).zip(digits.windows(SHINGLE)))
-                .filter(|(_, (s, _))| s.contains(&false))
-                .map(|(k, (_, d))| (*k, d.contains(&true)))
-                .collect();
-            let plain: Vec<u64> = informative.iter().map(|(k, _)| *k).collect();
-            let with_digits = informative.iter().filter(|(_, d)| *d).map(|(k, _)| *k);
-            for key in winnow(&plain).into_iter().chain(with_digits) {
-                self.shingles
-                    .entry(key)
-                    .or_insert(Source { seq, first, tenants: 0 })
-                    .tenants |= bit;
+            if let Some(key) = winnower.finish() {
+                keep(key);
             }
         }
     }
@@ -251,9 +343,6 @@ impl Provenance {
     /// tenant's request text ([the rules](self)). Returns the first.
     pub fn find(&self, tenant: &str, request: &[&str], outputs: &[(String, String)]) -> Option<TextHit> {
         let asker = self.bit(tenant);
-        // The request's own shingles and words, read only when an answer holds a
-        // candidate (a long prompt is megabytes).
-        let mut own: Option<Own> = None;
         for (field, text) in outputs {
             let said = spans(text);
             let keys = shingle_keys(&said.iter().map(|w| w.hash).collect::<Vec<_>>());
@@ -267,10 +356,19 @@ impl Provenance {
             if matched.is_empty() {
                 continue;
             }
-            let own = own.get_or_insert_with(|| Own::of(request));
+            // What of them, and of the words they cover, the request itself held.
+            let own = Own::among(
+                request,
+                matched.iter().map(|(at, _)| keys[*at]).collect(),
+                matched
+                    .iter()
+                    .flat_map(|(at, _)| &said[*at..*at + SHINGLE])
+                    .map(|w| w.hash)
+                    .collect(),
+            );
             matched.retain(|(at, _)| !own.shingles.contains(&keys[*at]));
             for stretch in stretches(&matched) {
-                if let Some(hit) = self.attribute(stretch, &said, text, asker, own) {
+                if let Some(hit) = self.attribute(stretch, &said, text, asker, &own) {
                     return Some(TextHit {
                         field: field.clone(),
                         ..hit
@@ -509,8 +607,11 @@ const DIGITS: &[&str] = &["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
 fn read(text: &str, mut emit: impl FnMut(&str, usize, usize)) {
     // A tens word waits for the unit that may follow it ("forty two").
     let mut tens: Option<(usize, usize, usize)> = None;
-    let mut number = |word: &str, start: usize, end: usize, emit: &mut dyn FnMut(&str, usize, usize)| {
-        let unit = UNITS.iter().position(|u| *u == word);
+    let mut number = |word: &str, start: usize, end: usize| {
+        // Number words are 3 to 9 letters and start with one of these.
+        let maybe = (3..=9).contains(&word.len())
+            && matches!(word.as_bytes()[0], b'z' | b'o' | b't' | b'f' | b's' | b'e' | b'n');
+        let unit = maybe.then(|| UNITS.iter().position(|u| *u == word)).flatten();
         if let Some((t, s, e)) = tens.take() {
             emit(DIGITS[t], s, e);
             match unit {
@@ -521,12 +622,14 @@ fn read(text: &str, mut emit: impl FnMut(&str, usize, usize)) {
                 _ => emit("0", s, e),
             }
         }
+        let teen = || maybe.then(|| TEENS.iter().position(|x| *x == word)).flatten();
+        let ten = || maybe.then(|| TENS.iter().position(|x| *x == word)).flatten();
         if let Some(u) = unit {
             emit(DIGITS[u], start, end);
-        } else if let Some(t) = TEENS.iter().position(|x| *x == word) {
+        } else if let Some(t) = teen() {
             emit("1", start, end);
             emit(DIGITS[t], start, end);
-        } else if let Some(t) = TENS.iter().position(|x| *x == word) {
+        } else if let Some(t) = ten() {
             tens = Some((t + 2, start, end));
         } else if !word.is_empty() {
             emit(word, start, end);
@@ -534,54 +637,58 @@ fn read(text: &str, mut emit: impl FnMut(&str, usize, usize)) {
     };
     let mut run = String::new();
     let mut run_start = 0;
-    let mut folded = String::new();
     let mut prev_alnum = false;
+    // One folded character `f` of the text's character at `at..end`: a digit is a
+    // word, a letter joins the word being read, anything else ends it.
+    let mut step = |f: char, at: usize, end: usize, next_alnum: bool, prev_alnum: bool| -> bool {
+        if f.is_ascii_digit() {
+            if !run.is_empty() {
+                number(&run, run_start, at);
+                run.clear();
+            }
+            number(DIGITS[(f as u8 - b'0') as usize], at, end);
+            true
+        } else if f.is_alphanumeric() {
+            if run.is_empty() {
+                run_start = at;
+            }
+            run.push(f);
+            true
+        } else {
+            if !run.is_empty() {
+                number(&run, run_start, at);
+                run.clear();
+            }
+            if f == '@' {
+                number("at", at, end);
+            } else if f == '.' && prev_alnum && next_alnum {
+                number("dot", at, end);
+            }
+            false
+        }
+    };
+    let mut folded = String::new();
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
         let end = at + c.len_utf8();
-        folded.clear();
+        let next_alnum = chars.peek().is_some_and(|(_, n)| n.is_alphanumeric());
         if c.is_ascii() {
-            folded.push(c.to_ascii_lowercase());
-        } else {
-            for d in std::iter::once(c).nfkd().filter(|d| !is_combining_mark(*d)) {
-                folded.extend(d.to_lowercase());
-            }
+            prev_alnum = step(c.to_ascii_lowercase(), at, end, next_alnum, prev_alnum);
+            continue;
+        }
+        folded.clear();
+        for d in std::iter::once(c).nfkd().filter(|d| !is_combining_mark(*d)) {
+            folded.extend(d.to_lowercase());
         }
         let mut alnum = false;
         for f in folded.chars() {
-            if f.is_ascii_digit() {
-                if !run.is_empty() {
-                    number(&run, run_start, at, &mut emit);
-                    run.clear();
-                }
-                number(DIGITS[(f as u8 - b'0') as usize], at, end, &mut emit);
-                alnum = true;
-            } else if f.is_alphanumeric() {
-                if run.is_empty() {
-                    run_start = at;
-                }
-                run.push(f);
-                alnum = true;
-            } else {
-                if !run.is_empty() {
-                    number(&run, run_start, at, &mut emit);
-                    run.clear();
-                }
-                let next_alnum = chars.peek().is_some_and(|(_, n)| n.is_alphanumeric());
-                if f == '@' {
-                    number("at", at, end, &mut emit);
-                } else if f == '.' && prev_alnum && next_alnum {
-                    number("dot", at, end, &mut emit);
-                }
-            }
+            alnum |= step(f, at, end, next_alnum, prev_alnum);
         }
         prev_alnum = alnum;
     }
-    if !run.is_empty() {
-        number(&run, run_start, text.len(), &mut emit);
-    }
-    // A tens word at the very end.
-    number("", text.len(), text.len(), &mut emit);
+    // The last word, then a tens word at the very end ("... forty").
+    step(' ', text.len(), text.len(), false, prev_alnum);
+    number("", text.len(), text.len());
 }
 
 /// A word's hash: FNV-1a, finished as SplitMix64 does (FNV's high bits mix poorly).
@@ -598,49 +705,24 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The key of every shingle of a word sequence, in order.
-fn shingle_keys(hashes: &[u64]) -> Vec<u64> {
-    hashes
-        .windows(SHINGLE)
-        .map(|w| {
-            w.iter().fold(0x9e37_79b9_7f4a_7c15_u64, |h, x| {
-                mix((h ^ x).wrapping_add(0x9e37_79b9_7f4a_7c15))
-            })
-        })
-        .collect()
+/// A shingle's key: its words' hashes, mixed in order.
+fn shingle_key(hashes: &[u64]) -> u64 {
+    hashes.iter().fold(0x9e37_79b9_7f4a_7c15_u64, |h, x| {
+        mix((h ^ x).wrapping_add(0x9e37_79b9_7f4a_7c15))
+    })
 }
 
-/// The keys winnowing keeps: in every [`WINDOW`] keys in a row, the smallest (the
-/// rightmost of equals), each kept once; of fewer keys than a window, the smallest.
+/// The key of every shingle of a word sequence, in order.
+fn shingle_keys(hashes: &[u64]) -> Vec<u64> {
+    hashes.windows(SHINGLE).map(shingle_key).collect()
+}
+
+/// The keys winnowing keeps of `keys` ([`Winnower`]).
+#[cfg(test)]
 fn winnow(keys: &[u64]) -> Vec<u64> {
-    let mut kept = Vec::new();
-    if keys.is_empty() {
-        return kept;
-    }
-    let window = WINDOW.min(keys.len());
-    let mut last: Option<usize> = None;
-    for start in 0..=keys.len() - window {
-        // Only look again when the kept one left the window.
-        let pick = match last {
-            Some(p) if p >= start => {
-                let new = start + window - 1;
-                if keys[new] <= keys[p] { new } else { p }
-            }
-            _ => {
-                let mut p = start;
-                for i in start..start + window {
-                    if keys[i] <= keys[p] {
-                        p = i;
-                    }
-                }
-                p
-            }
-        };
-        if last != Some(pick) {
-            kept.push(keys[pick]);
-            last = Some(pick);
-        }
-    }
+    let mut w = Winnower::default();
+    let mut kept: Vec<u64> = keys.iter().filter_map(|k| w.push(*k)).collect();
+    kept.extend(w.finish());
     kept
 }
 
@@ -819,5 +901,19 @@ mod tests {
         }
         assert!(kept.len() < keys.len() / 4, "{} of {}", kept.len(), keys.len());
         assert_eq!(winnow(&keys[..3]).len(), 1);
+        // As defined: the rightmost smallest of every window, each once; ties and
+        // repeats too.
+        let small: Vec<u64> = (0..300u64).map(|i| mix(i) % 7).collect();
+        let mut want: Vec<usize> = Vec::new();
+        for start in 0..=small.len() - WINDOW {
+            let w = &small[start..start + WINDOW];
+            let min = *w.iter().min().unwrap();
+            let at = start + w.iter().rposition(|k| *k == min).unwrap();
+            if want.last() != Some(&at) {
+                want.push(at);
+            }
+        }
+        let want: Vec<u64> = want.into_iter().map(|i| small[i]).collect();
+        assert_eq!(winnow(&small), want);
     }
 }
