@@ -12,9 +12,9 @@
 //! one; with none in N answers, the one-sided 95% upper bound on the rate per answer is
 //! `1 - 0.05^(1/N)`. `docs/benchmarks.md` has the figures.
 
+mod common;
 use std::collections::BTreeMap;
 use std::process::Command;
-use tenantcheck::report::{self, key};
 
 /// What one verified run showed.
 #[derive(Default)]
@@ -46,16 +46,7 @@ fn one(run: usize, out: &std::path::Path, args: &[String]) -> Tally {
         .arg("--quiet")
         .output()
         .expect("tenantcheck runs");
-    let envelope = std::fs::read(out.join(report::ENVELOPE_FILE)).unwrap_or_else(|e| {
-        panic!(
-            "run {run}: no report ({e}); exit {:?}\n{}",
-            status.status.code(),
-            String::from_utf8_lossy(&status.stderr)
-        )
-    });
-    let public = key::read_public(&out.join(key::PUBLIC_KEY_FILE)).expect("the run's public key");
-    let transcript = std::fs::read(out.join(report::TRANSCRIPT_FILE)).expect("the transcript");
-    let verified = report::verify(&envelope, &public, Some(&transcript), None, |_| {}).expect("the report verifies");
+    let (verified, transcript) = common::verified(out, &status);
     let mut tally = Tally {
         answers: transcript
             .split(|&b| b == b'\n')

@@ -308,8 +308,14 @@ struct SimArgs {
     /// make, so that detectors are tested against classes of leak.
     #[arg(long, value_name = "random|FAMILY,...")]
     leak_transform: Option<String>,
-    /// The seed of --leak-transform's draws.
-    #[arg(long, default_value_t = 0, requires = "leak_transform")]
+    /// The chance that a leak fault (stale-pages, reject-continue, cancel-swap,
+    /// object-idor) acts on each occasion it could, drawn per occasion from --leak-seed;
+    /// otherwise the engine behaves as a healthy one. Real leaks are intermittent: one
+    /// bad replica, a race, a page reused only when the pool is full.
+    #[arg(long, value_name = "RATE", default_value_t = 1.0, value_parser = leak_rate)]
+    leak_rate: f64,
+    /// The seed of --leak-transform's and --leak-rate's draws.
+    #[arg(long, default_value_t = 0)]
     leak_seed: u64,
     /// Answers say nothing of the prompt cache (no `prompt_tokens_details.cached_tokens`),
     /// as many hosted APIs do; a cached prefix is still faster (not a fault).
@@ -582,6 +588,7 @@ fn sim(args: SimArgs) -> u8 {
         fragmenting_model: args.fragmenting_model,
         forgetful_model: args.forgetful_model,
         leak_transform,
+        leak_rate: (args.leak_rate, args.leak_seed),
         no_cache_counter: args.no_cache_counter,
         background_tenant: args.background_tenant,
         chaos: args.chaos,
@@ -842,6 +849,16 @@ impl Buyer {
     }
 }
 
+/// `--leak-rate`: a chance in (0, 1].
+fn leak_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!(
+            "{s} is not a chance in (0, 1]: give the share of occasions on which a leak fault acts"
+        )),
+    }
+}
+
 fn parse_policy(path: &Path, text: &str) -> Result<tenantcheck::policy::Policy, String> {
     let policy: tenantcheck::policy::Policy = toml::from_str(text).map_err(|e| {
         format!(
@@ -851,10 +868,17 @@ fn parse_policy(path: &Path, text: &str) -> Result<tenantcheck::policy::Policy, 
     })?;
     let c = &policy.coverage;
     for (field, value) in [
-        ("coverage.min_context_share", c.min_context_share),
-        ("coverage.min_power", c.min_power),
-        ("coverage.max_unseen_nodes", c.max_unseen_nodes),
-    ] {
+        ("coverage.min_context_share".to_owned(), c.min_context_share),
+        ("coverage.min_power".to_owned(), c.min_power),
+        ("coverage.max_unseen_nodes".to_owned(), c.max_unseen_nodes),
+        ("coverage.max_leak_rate".to_owned(), c.max_leak_rate),
+    ]
+    .into_iter()
+    .chain(
+        c.max_leak_rate_by_case
+            .iter()
+            .map(|(case, &rate)| (format!("coverage.max_leak_rate_by_case.\"{case}\""), Some(rate))),
+    ) {
         if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
             return Err(format!(
                 "policy {}: field `{field}` is {}; fix: give a share between 0 and 1",

@@ -143,10 +143,60 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
     let _ = runtime.block_on(sim.shutdown());
     let (rows, cited) = result?;
     let _ = print(out, &rows, &cited, &profile, &vendor_source, &opts);
+    let _ = print_bounds(out, &suite, &profile);
     Ok(RunResult {
         exit_code: exit::SUCCESS,
         run_dir: None,
     })
+}
+
+/// The leak rates a buyer may ask a pass to rule out, priced.
+const BOUNDS: &[f64] = &[0.5, 0.25, 0.1, 0.05, 0.01];
+
+/// What each leak-rate bound of [`BOUNDS`] costs at the profile's context, for each
+/// case of the suite that spends exposures for one (`isolation.canary-residue`).
+fn print_bounds(out: &mut dyn Write, suite: &crate::suite::Suite, profile: &VendorProfile) -> std::io::Result<()> {
+    use crate::probe::Probe;
+    use crate::probe::isolation::{CanaryResidue, CanaryResidueParams, bound_prices};
+    for case in suite.cases.iter().filter(|c| c.probe.kind() == CanaryResidue::KIND) {
+        let Ok(p) = serde_json::from_value::<CanaryResidueParams>(case.probe.params()) else {
+            continue;
+        };
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{}: the leak rate a pass rules out at the top rung ({:.0}% joint confidence; a faithful model, every answer read back), and what it costs beyond the ladder; this suite asks for {} (max_leak_rate)",
+            case.id,
+            100.0 * crate::outcome::LeakBound::CONFIDENCE,
+            p.max_leak_rate
+        )?;
+        writeln!(
+            out,
+            "{:>10} {:>10} {:>8} {:>14} {:>8} {:>10}",
+            "leak rate", "exposures", "pairs", "prompt tokens", "contexts", "USD"
+        )?;
+        for b in bound_prices(&p, profile, BOUNDS) {
+            let usd = profile.prices.as_ref().map_or("-".to_owned(), |c| {
+                format!("{:.2}", c.cost(b.prompt_tokens, b.pairs * 2 * u64::from(p.max_tokens)))
+            });
+            writeln!(
+                out,
+                "{:>9.0}% {:>10} {:>8} {:>14} {:>8.2} {:>10}{}",
+                100.0 * b.rate,
+                b.exposures,
+                b.pairs,
+                grouped(b.prompt_tokens),
+                b.prompt_tokens as f64 / profile.context_window.max(1) as f64,
+                usd,
+                if b.within {
+                    String::new()
+                } else {
+                    format!("  (needs extra_exposures >= {})", b.pairs)
+                }
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether libtest-mimic's filter arguments select case `id` (as they select trials).

@@ -332,7 +332,9 @@ pub async fn binding(p: &BindingParams, ctx: Context<'_>) -> Result<Outcome, Ses
     }
     let tokens = coverage.prompt_tokens / coverage.requests.max(1);
     let band = EchoBand::new(tokens, controls.clone(), echoes, controls);
-    let power = Power::of(CONTROL.to_owned(), vec![band], p.min_power).with_trials(trials);
+    let power = Power::of(CONTROL.to_owned(), vec![band], p.min_power)
+        .with_trials(trials)
+        .counting_above(super::isolation::declared_pools(ctx.session.profile()));
     let peak = peak.into_inner();
     let [(base_copied, base_n), (burst_copied, burst_n)] = copies;
     let what = format!(

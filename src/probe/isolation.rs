@@ -80,6 +80,14 @@ pub struct CanaryResidueParams {
     /// says they can reach it (see [`top_up_projection`]). 0: none.
     #[serde(default = "default_extra_exposures")]
     pub extra_exposures: u32,
+    /// The leak rate the case buys a bound on: while the rate it rules out where the
+    /// leak conditions are (see [`crate::outcome::LeakBound`]) is above this, more
+    /// pairs at the top rung are spent, within `extra_exposures`, when the echo
+    /// measured so far says they can bring it there. 1: no pair is spent for it (the
+    /// bound is still stated). Each halving of the bound about doubles the pairs it
+    /// takes: `tenantcheck plan` prices them.
+    #[serde(default = "default_max_leak_rate")]
+    pub max_leak_rate: f64,
     /// Where the profile has a `[fleet]`: at most this many more seeder-and-prober
     /// pairs at the top rung, each pair pinned to one node (a shared opening and
     /// affinity value) and the next pair elsewhere, until every node seen had the
@@ -109,6 +117,10 @@ fn default_extra_exposures() -> u32 {
 
 fn default_min_power() -> f64 {
     0.99
+}
+
+fn default_max_leak_rate() -> f64 {
+    0.5
 }
 
 fn default_lengths() -> Vec<f64> {
@@ -161,6 +173,15 @@ impl CanaryResidueParams {
         }
         if !(self.min_power > 0.0 && self.min_power < 1.0) {
             return invalid("min_power", "must be in (0, 1): a power of 1 is never measured".into());
+        }
+        if !(self.max_leak_rate > 0.0 && self.max_leak_rate <= 1.0) {
+            return invalid(
+                "max_leak_rate",
+                format!(
+                    "is {}; give a rate in (0, 1] (1: no exposure is spent for the bound)",
+                    self.max_leak_rate
+                ),
+            );
         }
         Ok(())
     }
@@ -402,7 +423,7 @@ impl Run<'_> {
         let suspected = power.foreign_undecided(extra as usize);
         if !suspected {
             if power.suffices() {
-                return Ok(());
+                return self.bound_top_up(tenants, seed, top).await;
             }
             if power.blind_at_the_top_beyond_chance() {
                 self.notes.push(
@@ -443,6 +464,46 @@ impl Run<'_> {
             }
         ));
         self.extra_spent = spent;
+        if self.leaks.is_empty() && self.power().suffices() {
+            return self.bound_top_up(tenants, seed, top).await;
+        }
+        Ok(())
+    }
+
+    /// More pairs at the top rung, within what `extra_exposures` leaves, while the leak
+    /// rate ruled out is above `max_leak_rate` and the echo measured so far says the
+    /// pairs left can bring it there ([`bound_projection`]).
+    async fn bound_top_up(&mut self, tenants: &[String], seed: u64, top: u64) -> Result<(), SessionError> {
+        let left = self.p.extra_exposures.saturating_sub(self.extra_spent);
+        let rate = |run: &Self| run.power().leak_rate.map_or(1.0, |b| b.rate);
+        if rate(self) <= self.p.max_leak_rate {
+            return Ok(());
+        }
+        let projected = bound_projection(&self.power(), left);
+        if projected > self.p.max_leak_rate {
+            self.notes.push(format!(
+                "the leak rate ruled out stays above {}: the {left} exposures left at the top rung would bring it to {:.3} at the echo measured so far",
+                self.p.max_leak_rate, projected
+            ));
+            return Ok(());
+        }
+        let mut spent = 0;
+        while spent < left && rate(self) > self.p.max_leak_rate && self.leaks.is_empty() {
+            let n = (self.extra_spent + spent) as usize;
+            let seeder = &tenants[n % tenants.len()];
+            let prober = &tenants[(n + 1) % tenants.len()];
+            self.send_records(seeder, seed, false, false).await?;
+            let got = self.send_records(prober, top, n % 2 == 1, true).await?;
+            spent += 1;
+            if got.is_none() {
+                break;
+            }
+        }
+        self.notes.push(format!(
+            "{spent} more exposures spent at the top rung for the leak rate ruled out (at most {} asked)",
+            self.p.max_leak_rate
+        ));
+        self.extra_spent += spent;
         Ok(())
     }
 
@@ -552,7 +613,9 @@ impl Run<'_> {
                 ..EchoBand::new(tokens, c.answers.clone(), c.echoed.clone(), c.exposed.clone())
             })
             .collect();
-        Power::of(CONTROL.to_owned(), bands, self.p.min_power).with_trials(self.trials.clone())
+        Power::of(CONTROL.to_owned(), bands, self.p.min_power)
+            .with_trials(self.trials.clone())
+            .counting_above(declared_pools(self.session.profile()))
     }
 
     /// [`TRIAL_PROMPTS`] short prompts of each form from each tenant; keeps the form
@@ -978,6 +1041,12 @@ pub fn ladder(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile, u
     targets
 }
 
+/// The KV pools the profile declares, in tokens: exposures above the largest below
+/// the top rung count towards the leak rate ruled out ([`crate::outcome::LeakBound`]).
+pub fn declared_pools(profile: &crate::vendor::VendorProfile) -> Vec<u64> {
+    profile.declared.iter().flat_map(|d| &d.nodes).map(|n| n.kv_pool_tokens).collect()
+}
+
 /// How long the seeder's prompt before a prober's prompt of `target` tokens is: the
 /// longest rung at most half of it (half of it below the lowest rung). At most half,
 /// because a short seed is what a node that drops the writes of long prompts (the 2026
@@ -1030,6 +1099,74 @@ pub fn top_up_projection(power: &Power, extra: u32) -> f64 {
         .map(|b| (1.0 - b.echo_low).powi(b.exposed.len() as i32))
         .product();
     1.0 - below * (1.0 - low).powi(exposures)
+}
+
+/// What a bound on the leak rate costs at a profile's context: for each rate, the
+/// exposures at the top rung that rule it out with every answer read back (a faithful
+/// model; a forgetful one needs more), the seeder-and-prober pairs beyond the ladder's
+/// (one exposure per tenant), and the prompt tokens they send (each pair: a prompt at
+/// the top rung and its seed), where no KV pool is declared below the top (else the
+/// exposures above the pool count too, and fewer pairs are needed).
+pub fn bound_prices(p: &CanaryResidueParams, profile: &crate::vendor::VendorProfile, rates: &[f64]) -> Vec<BoundPrice> {
+    let usable = usable(profile.context_window, p.max_tokens);
+    let targets = ladder(p, profile, usable);
+    let top = targets.last().copied().unwrap_or(usable);
+    let pair_tokens = top + seed_length(&targets, top);
+    let ladder_exposures = profile.tenants.len() as u64;
+    rates
+        .iter()
+        .map(|&rate| {
+            let exposures = crate::outcome::LeakBound::exposures_for(rate) as u64;
+            let pairs = exposures.saturating_sub(ladder_exposures);
+            BoundPrice {
+                rate,
+                exposures,
+                pairs,
+                prompt_tokens: pairs * pair_tokens,
+                within: pairs <= u64::from(p.extra_exposures),
+            }
+        })
+        .collect()
+}
+
+/// The price of one leak-rate bound ([`bound_prices`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BoundPrice {
+    /// The leak rate ruled out.
+    pub rate: f64,
+    /// Exposures at the top rung it takes.
+    pub exposures: u64,
+    /// Pairs beyond the ladder.
+    pub pairs: u64,
+    /// The prompt tokens those pairs send.
+    pub prompt_tokens: u64,
+    /// Whether `extra_exposures` allows that many pairs.
+    pub within: bool,
+}
+
+/// The leak rate `extra` more pairs at the top rung would rule out, were the echo rate
+/// of their answers the one measured so far over every band (as
+/// [`top_up_projection`]): the counted bands gain `extra` exposures and answers.
+pub fn bound_projection(power: &Power, extra: u32) -> f64 {
+    let Some(bound) = &power.leak_rate else {
+        return 1.0;
+    };
+    let (echoed, answers) = power
+        .bands
+        .iter()
+        .fold((0, 0), |(e, a), b| (e + b.echoed.len(), a + b.answers.len()));
+    if answers == 0 {
+        return bound.rate;
+    }
+    let more = extra as usize;
+    let echoes = (more * echoed) / answers;
+    let half = (1.0 - crate::outcome::LeakBound::CONFIDENCE) / 2.0;
+    let sensitivity = crate::outcome::lower_bound(
+        (bound.echoed + echoes) as u64,
+        (bound.answers + more) as u64,
+        half,
+    );
+    crate::outcome::LeakBound::rate(bound.exposures + more, sensitivity)
 }
 
 /// The case's outcome: every verdict carries the coverage and the power.

@@ -275,6 +275,7 @@ pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
     misrouted(&mut outcome, ctx.session.misrouted_in(ctx.case_id));
     net(&mut outcome, ctx.session.leaks_in(ctx.case_id));
     redirected(&mut outcome, ctx.session.redirects_in(ctx.case_id));
+    outcome.settle_leak_rate();
     outcome
 }
 

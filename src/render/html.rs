@@ -142,6 +142,9 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
             );
         }
         let _ = writeln!(h, "</table><p>Power: <b>{:.4}</b></p>", power.power);
+        if let Some(bound) = &power.leak_rate {
+            let _ = writeln!(h, "<p>Leak rate ruled out: {}.</p>", escape(&bound.describe()));
+        }
     }
     for c in report.cases.iter().filter(|c| !c.outcome.sweep.is_empty()) {
         let _ = writeln!(h, "<h2>Prompt lengths tried: <code>{}</code></h2>", escape(&c.id));

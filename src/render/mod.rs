@@ -99,6 +99,17 @@ pub fn markdown(report: &Report, key_id: &str) -> String {
             md(&summary)
         );
     }
+    let bounds: Vec<_> = report
+        .cases
+        .iter()
+        .filter_map(|c| Some((c, c.outcome.power.as_ref()?.leak_rate.as_ref()?)))
+        .collect();
+    if !bounds.is_empty() {
+        out.push_str("\n**Leak rates ruled out**\n\n");
+        for (c, b) in bounds {
+            let _ = writeln!(out, "- {}: {}", md_code(&c.id), md(&b.describe()));
+        }
+    }
     let findings: Vec<_> = report
         .cases
         .iter()

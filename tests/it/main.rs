@@ -14,6 +14,7 @@ mod fuzz;
 mod html;
 mod incident;
 mod interrupt;
+mod leak_rate;
 mod matrix;
 mod merge;
 mod policy;

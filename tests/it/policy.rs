@@ -123,6 +123,35 @@ facts = ["engine"]
         &with("min_power = 0.99", "min_power = 0.99999999"),
         "power: isolation.canary-residue at least 0.99999999",
     );
+    // The suite buys a bound of a half on the leak rate at the top of the context; a
+    // buyer asking for 1% of one case is told what was ruled out.
+    let (code, stdout, _) = judged(
+        &full,
+        tmp.path(),
+        &with("min_power = 0.99", "min_power = 0.99\nmax_leak_rate = 0.5"),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("policy: met")
+            && l.contains("leak rate: isolation.canary-residue rules out a leak in more than 50.0%")),
+        "{stdout}"
+    );
+    unmet(
+        &full,
+        &format!("{policy}[coverage.max_leak_rate_by_case]\n\"isolation.canary-residue\" = 0.01\n"),
+        "leak rate: isolation.canary-residue rules out a leak in more than 1.0% of exposed requests",
+    );
+    // A report re-signed with a lower bound than its transcript gives is refused.
+    let lowered = crate::common::resigned(&full, |r| {
+        let c = r.cases.iter_mut().find(|c| c.id == "isolation.canary-residue").unwrap();
+        c.outcome.power.as_mut().unwrap().leak_rate.as_mut().unwrap().rate /= 2.0;
+    });
+    assert!(
+        lowered
+            .as_ref()
+            .is_err_and(|e| e.contains("by the transcript and the declared pools")),
+        "{lowered:?}"
+    );
 
     // A run of one case: the suite's other cases did not run.
     let filtered = tmp.path().join("filtered");

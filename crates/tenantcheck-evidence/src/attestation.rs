@@ -171,6 +171,26 @@ impl TestResult {
         if report.refused.is_some() {
             run.insert("refused".into(), true.into());
         }
+        // The leak rate each case rules out (see `outcome::LeakBound`).
+        let bounds: serde_json::Map<String, serde_json::Value> = report
+            .cases
+            .iter()
+            .filter_map(|c| {
+                let b = c.outcome.power.as_ref()?.leak_rate.as_ref()?;
+                Some((
+                    c.id.clone(),
+                    serde_json::json!({
+                        "rate": b.rate,
+                        "confidence": b.confidence,
+                        "fromTokens": b.from_tokens,
+                        "exposures": b.exposures,
+                    }),
+                ))
+            })
+            .collect();
+        if !bounds.is_empty() {
+            run.insert("leakRateRuledOut".into(), bounds.into());
+        }
         let run = ResourceDescriptor {
             name: "run".into(),
             uri: None,

@@ -60,6 +60,18 @@ pub struct Outcome {
     pub nodes: Option<crate::nodes::NodeCoverage>,
 }
 
+impl Outcome {
+    /// A failed case rules no leak rate out: its bound is dropped (`verify` holds a
+    /// report to the same rule).
+    pub fn settle_leak_rate(&mut self) {
+        if self.verdict == Verdict::Fail
+            && let Some(power) = &mut self.power
+        {
+            power.leak_rate = None;
+        }
+    }
+}
+
 /// What a case that looks for leaked content could have seen, measured on this vendor.
 ///
 /// The positive control: every answer the case gets was asked to read back the
@@ -91,6 +103,124 @@ pub struct Power {
     /// lower bound on its echo rate is carried (a tie goes to the earlier form).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trials: Vec<FormTrial>,
+    /// The leak rate the case rules out where the leak conditions are (see
+    /// [`LeakBound`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leak_rate: Option<LeakBound>,
+}
+
+/// The leak rate a case rules out: the one-sided upper confidence bound on the chance
+/// that an exposed request leaks, from the exposures it made where the leak conditions
+/// are and the sensitivity it measured there.
+///
+/// Real leaks are intermittent (one bad replica, a race, a page reused only when the
+/// pool is full), and a power says only what a case would have seen had *every*
+/// exposure leaked. Counted are the exposures of the bands from
+/// [`LeakBound::from_tokens`] up: the top band, and every band above the largest KV
+/// pool the vendor declares below it (where admission breaks). Their answers' echoes
+/// give the sensitivity `s`, the Clopper–Pearson lower bound at `1 - α/2`, pooled over
+/// those bands; with no leak seen in `n` exposures, a leak rate `r` is ruled out when
+/// `(1 - r·s)^n < α/2`, so the bound is `(1 - (α/2)^(1/n)) / s`, at most 1. The two
+/// halves of `α` make the statement hold at `1 - α` jointly (Bonferroni), whatever the
+/// true sensitivity: a vendor whose long requests leak at a rate above the bound passes
+/// with one at most in `1/α` runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LeakBound {
+    /// Exposures of prompts of at least this many tokens are counted.
+    pub from_tokens: u64,
+    /// The exposures counted.
+    pub exposures: usize,
+    /// The answers there and those that read the asking tenant's own content back:
+    /// the sensitivity's sample.
+    pub answers: usize,
+    /// See `answers`.
+    pub echoed: usize,
+    /// The sensitivity's lower bound at `1 - α/2`.
+    pub sensitivity: f64,
+    /// The joint confidence, `1 - α`.
+    pub confidence: f64,
+    /// The leak rate ruled out: a higher one would have shown at `confidence` (1: none
+    /// is ruled out).
+    pub rate: f64,
+}
+
+impl LeakBound {
+    /// The joint confidence of every bound the suite states.
+    pub const CONFIDENCE: f64 = 0.95;
+
+    /// The shortest prompt whose exposures count, given the bands' lengths and the KV
+    /// pools the vendor declares: the lowest band above the largest pool below the top
+    /// band, or the top band alone where no pool is declared below it. A leak that needs
+    /// a prompt past a pool happens only above it; one that needs the whole context only
+    /// at the top.
+    pub fn from_tokens(bands: &[u64], pools: impl IntoIterator<Item = u64>) -> u64 {
+        let Some(&top) = bands.iter().max() else {
+            return 0;
+        };
+        let Some(pool) = pools.into_iter().filter(|&p| p < top).max() else {
+            return top;
+        };
+        bands.iter().copied().filter(|&t| t > pool).min().unwrap_or(top)
+    }
+
+    /// The bound from the bands of at least `from_tokens`.
+    pub fn of(bands: &[EchoBand], from_tokens: u64) -> LeakBound {
+        let counted = bands.iter().filter(|b| b.tokens >= from_tokens);
+        let (mut exposures, mut answers, mut echoed) = (0, 0, 0);
+        for b in counted {
+            exposures += b.exposed.len();
+            answers += b.answers.len();
+            echoed += b.echoed.len();
+        }
+        let half = (1.0 - Self::CONFIDENCE) / 2.0;
+        let sensitivity = lower_bound(echoed as u64, answers as u64, half);
+        LeakBound {
+            from_tokens,
+            exposures,
+            answers,
+            echoed,
+            sensitivity,
+            confidence: Self::CONFIDENCE,
+            rate: Self::rate(exposures, sensitivity),
+        }
+    }
+
+    /// The rate ruled out by `exposures` without a leak at `sensitivity`.
+    pub fn rate(exposures: usize, sensitivity: f64) -> f64 {
+        if exposures == 0 || sensitivity <= 0.0 {
+            return 1.0;
+        }
+        let half = (1.0 - Self::CONFIDENCE) / 2.0;
+        ((1.0 - half.powf(1.0 / exposures as f64)) / sensitivity).min(1.0)
+    }
+
+    /// The exposures with every answer read back that rule out `rate` (an honest,
+    /// faithful model's cost of a bound), at most 100,000.
+    pub fn exposures_for(rate: f64) -> usize {
+        let half = (1.0 - Self::CONFIDENCE) / 2.0;
+        (1..=100_000)
+            .find(|&n| Self::rate(n, lower_bound(n as u64, n as u64, half)) <= rate)
+            .unwrap_or(100_000)
+    }
+
+    /// The bound, in words.
+    pub fn describe(&self) -> String {
+        let there = format!(
+            "{} exposures there, own content read back in {}/{}",
+            self.exposures, self.echoed, self.answers
+        );
+        if self.rate >= 1.0 {
+            format!("rules out no leak rate at {} tokens and up ({there})", self.from_tokens)
+        } else {
+            format!(
+                "a leak in more than {:.1}% of requests of at least {} tokens would have shown ({:.0}%; {there})",
+                100.0 * self.rate,
+                self.from_tokens,
+                100.0 * self.confidence
+            )
+        }
+    }
 }
 
 /// The echo of one canary form on short prompts.
@@ -235,6 +365,8 @@ impl Power {
             .iter()
             .map(|b| (1.0 - b.echo_low).powi(b.exposed.len() as i32))
             .product();
+        let top = bands.last().map_or(0, |b| b.tokens);
+        let leak_rate = Some(LeakBound::of(&bands, top));
         Power {
             control,
             bands,
@@ -242,7 +374,17 @@ impl Power {
             min_power,
             form: None,
             trials: Vec::new(),
+            leak_rate,
         }
+    }
+
+    /// The power, its leak rate counting the exposures above the largest of `pools`
+    /// (KV pools the vendor declares) below the top band (see [`LeakBound::from_tokens`]).
+    pub fn counting_above(mut self, pools: impl IntoIterator<Item = u64>) -> Power {
+        let tokens: Vec<u64> = self.bands.iter().map(|b| b.tokens).collect();
+        let from = LeakBound::from_tokens(&tokens, pools);
+        self.leak_rate = Some(LeakBound::of(&self.bands, from));
+        self
     }
 
     /// The power, with the form trials that chose what the case carried.
@@ -306,8 +448,12 @@ impl Power {
             }
             None => String::new(),
         };
+        let bound = match &self.leak_rate {
+            Some(b) => format!("; {}", b.describe()),
+            None => String::new(),
+        };
         format!(
-            "{form}own content read back in {}; {exposures} exposures; power {:.4} (needs {}){}",
+            "{form}own content read back in {}; {exposures} exposures; power {:.4} (needs {}){}{bound}",
             bands.join(", "),
             self.power,
             self.min_power,
@@ -744,5 +890,74 @@ mod tests {
         assert!(blind.describe().contains("nothing was read back at the longest length"));
         let seen = Power::of("c".into(), vec![many(100, 20, 20, 10), many(1_000, 1, 2, 2)], 0.99);
         assert!(seen.suffices());
+    }
+
+    #[test]
+    fn a_leak_rate_bound_counts_only_where_the_leak_conditions_are() {
+        let seq = |n: usize| (0..n as u64).collect::<Vec<_>>();
+        let band = |tokens: u64, answers: usize, echoed: usize, exposed: usize| {
+            EchoBand::new(tokens, seq(answers), seq(echoed), seq(exposed))
+        };
+        // With no pool declared below the top, the top band alone counts.
+        let bands = [band(100, 40, 40, 20), band(500, 10, 10, 5), band(1_000, 10, 10, 10)];
+        let tokens: Vec<u64> = bands.iter().map(|b| b.tokens).collect();
+        assert_eq!(LeakBound::from_tokens(&tokens, []), 1_000);
+        assert_eq!(LeakBound::from_tokens(&tokens, [2_000]), 1_000);
+        // Above the largest declared pool below the top, every band counts.
+        assert_eq!(LeakBound::from_tokens(&tokens, [300, 50]), 500);
+        assert_eq!(LeakBound::from_tokens(&tokens, [600]), 1_000);
+        let top = LeakBound::of(&bands, 1_000);
+        assert_eq!((top.exposures, top.answers, top.echoed), (10, 10, 10));
+        // The rate: (1 - (α/2)^(1/n)) / s, with s the lower bound at 1 - α/2.
+        let s = 0.025f64.powf(0.1);
+        assert!((top.sensitivity - s).abs() < 1e-12);
+        assert!((top.rate - (1.0 - 0.025f64.powf(0.1)) / s).abs() < 1e-12);
+        // At that rate, no leak seen in the exposures has chance α/2 at the measured
+        // lower bound on the sensitivity: the bound is tight.
+        assert!(((1.0 - top.rate * s).powi(10) - 0.025).abs() < 1e-9);
+        let wider = LeakBound::of(&bands, 500);
+        assert!(wider.exposures == 15 && wider.rate < top.rate);
+        // Two answers read back rule nothing out; a case that read nothing back neither.
+        assert_eq!(LeakBound::of(&[band(1_000, 2, 2, 2)], 1_000).rate, 1.0);
+        assert_eq!(LeakBound::of(&[band(1_000, 50, 0, 50)], 1_000).rate, 1.0);
+        assert!(
+            LeakBound::of(&[band(1_000, 2, 2, 2)], 1_000)
+                .describe()
+                .starts_with("rules out no leak rate")
+        );
+        // The figure: 10 exposures at a sensitivity of 0.9 bound it near 34%
+        // (28% at α, 34% at α/2).
+        assert!((LeakBound::rate(10, 0.9) - 0.343).abs() < 1e-3);
+        // Halving the bound roughly doubles the exposures it takes.
+        let costs: Vec<usize> = [0.5, 0.25, 0.1, 0.05]
+            .iter()
+            .map(|&r| LeakBound::exposures_for(r))
+            .collect();
+        assert_eq!(costs[0], 10);
+        assert!(costs.windows(2).all(|w| w[1] > w[0] * 3 / 2), "{costs:?}");
+        for (&rate, &n) in [0.5, 0.25, 0.1, 0.05].iter().zip(&costs) {
+            let s = |n: usize| lower_bound(n as u64, n as u64, 0.025);
+            assert!(LeakBound::rate(n, s(n)) <= rate && LeakBound::rate(n - 1, s(n - 1)) > rate);
+        }
+    }
+
+    #[test]
+    fn a_failed_case_states_no_bound() {
+        let band = EchoBand::new(1_000, vec![1, 2, 3], vec![1, 2, 3], vec![1, 2, 3]);
+        let mut outcome = Outcome {
+            verdict: Verdict::Pass,
+            summary: String::new(),
+            coverage: Coverage::default(),
+            findings: Vec::new(),
+            sweep: Vec::new(),
+            timing: Vec::new(),
+            power: Some(Power::of("c".into(), vec![band], 0.99)),
+            nodes: None,
+        };
+        outcome.settle_leak_rate();
+        assert!(outcome.power.as_ref().unwrap().leak_rate.is_some());
+        outcome.verdict = Verdict::Fail;
+        outcome.settle_leak_rate();
+        assert!(outcome.power.as_ref().unwrap().leak_rate.is_none());
     }
 }

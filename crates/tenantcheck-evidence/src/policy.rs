@@ -132,6 +132,13 @@ pub struct CoverageRule {
     /// For every case with node coverage: the chance of an unseen node, at most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_unseen_nodes: Option<f64>,
+    /// For every case with a positive control that passed: the leak rate it rules out
+    /// (see [`crate::outcome::LeakBound`]), at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_leak_rate: Option<f64>,
+    /// The same, per case id, before `max_leak_rate`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub max_leak_rate_by_case: std::collections::BTreeMap<String, f64>,
 }
 
 /// What the vendor must have declared.
@@ -330,6 +337,32 @@ pub fn evaluate(report: &Report, key_id: &str, policy: &Policy, now_unix: i64) -
                 format!("power {:.4} ({})", p.power, p.control),
             );
         }
+    }
+    for c in &report.cases {
+        let max = policy
+            .coverage
+            .max_leak_rate_by_case
+            .get(&c.id)
+            .or(policy.coverage.max_leak_rate.as_ref());
+        let (Some(&max), Some(p)) = (max, &c.outcome.power) else {
+            continue;
+        };
+        if c.outcome.verdict != Verdict::Pass {
+            continue;
+        }
+        let (met, figure) = match &p.leak_rate {
+            Some(b) => (b.rate <= max, b.describe()),
+            None => (false, "the report states no leak rate ruled out".to_owned()),
+        };
+        req(
+            format!(
+                "leak rate: {} rules out a leak in more than {:.1}% of exposed requests",
+                c.id,
+                100.0 * max
+            ),
+            met,
+            figure,
+        );
     }
     if let Some(max) = policy.coverage.max_unseen_nodes {
         for c in &report.cases {

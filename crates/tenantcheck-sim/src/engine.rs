@@ -70,6 +70,8 @@ pub enum EngineError {
 #[derive(Debug)]
 pub struct Engine {
     faults: Vec<Fault>,
+    /// Whether a leak fault acts on each occasion (`--leak-rate`).
+    leaks: std::sync::Arc<crate::intermittent::Intermittent>,
     stale_above: usize,
     disaggregated: bool,
     prefill_per_token: Duration,
@@ -232,7 +234,7 @@ impl Vocab {
 
 impl Engine {
     /// An engine with the pools and faults of `config`.
-    pub fn new(config: &SimConfig) -> Self {
+    pub fn new(config: &SimConfig, leaks: std::sync::Arc<crate::intermittent::Intermittent>) -> Self {
         let (prefill, decode) = match config.disaggregated {
             Some(d) => (
                 KvPool::new(config.page_tokens, d.prefill_pool_tokens.div_ceil(config.page_tokens)),
@@ -265,6 +267,7 @@ impl Engine {
             freed: Notify::new(),
             overflows: Default::default(),
             decode_step: config.decode_step,
+            leaks,
         }
     }
 
@@ -321,7 +324,7 @@ impl Engine {
         let generation = {
             let mut st = self.lock();
             let ids: Vec<u32> = prompt.iter().map(|t| st.vocab.intern(t)).collect();
-            let skip_writes = self.has(Fault::StalePages) && n > self.stale_above;
+            let skip_writes = self.has(Fault::StalePages) && n > self.stale_above && self.leaks.acts();
             if !skip_writes {
                 st.prefill.write(&pages, 0, &ids);
             }
@@ -346,7 +349,7 @@ impl Engine {
         // placeholder, and admission, which checks only "finished", lets it on.
         let mut prefill_len = n;
         if n > prefill_cap {
-            if !self.has(Fault::RejectContinue) {
+            if !(self.has(Fault::RejectContinue) && self.leaks.acts()) {
                 return Err(EngineError::TooLarge(format!(
                     "the prompt has {n} tokens; the prefill KV pool holds {prefill_cap}"
                 )));

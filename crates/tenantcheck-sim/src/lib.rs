@@ -27,6 +27,7 @@
 pub mod chaos;
 mod engine;
 pub mod fleet;
+pub mod intermittent;
 pub mod kv;
 pub mod model;
 pub mod prefix;
@@ -234,6 +235,9 @@ pub struct SimConfig {
     /// How what a model decodes from pages that hold no prompt of its own comes back
     /// (`--leak-transform`): cut, respelled, mixed with its own words; `None`: as read.
     pub leak_transform: Option<transform::LeakTransform>,
+    /// The chance that a leak fault acts on each occasion it could (`--leak-rate`),
+    /// and the seed of the draws: 1 for every time.
+    pub leak_rate: (f64, u64),
     /// Answers say nothing of the prompt cache (no `prompt_tokens_details`), as many
     /// hosted APIs do; the cache still speeds shared prefixes up (not a fault).
     pub no_cache_counter: bool,
@@ -277,6 +281,7 @@ impl SimConfig {
             fragmenting_model: false,
             forgetful_model: false,
             leak_transform: None,
+            leak_rate: (1.0, 0),
             no_cache_counter: false,
             background_tenant: false,
             chaos: None,

@@ -31,6 +31,8 @@ struct Inner {
     buffers: Vec<Mutex<VecDeque<String>>>,
     permits: Arc<Semaphore>,
     clear_on_cancel: bool,
+    /// With `clear_on_cancel` false: whether a cancelled answer is kept this time.
+    keeps: Arc<crate::intermittent::Intermittent>,
     step: Duration,
     cancelled: AtomicU64,
 }
@@ -56,10 +58,20 @@ impl Scheduler {
                 buffers: (0..slots).map(|_| Mutex::new(VecDeque::new())).collect(),
                 permits: Arc::new(Semaphore::new(slots)),
                 clear_on_cancel,
+                keeps: Arc::new(crate::intermittent::Intermittent::always()),
                 step,
                 cancelled: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// The scheduler, keeping a cancelled answer (without `clear_on_cancel`) only when
+    /// `keeps` draws so (`--leak-rate`).
+    pub fn keeping(mut self, keeps: Arc<crate::intermittent::Intermittent>) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("the scheduler is not shared yet")
+            .keeps = keeps;
+        self
     }
 
     /// Waits for a free slot and takes it.
@@ -121,7 +133,7 @@ impl Drop for Slot {
             let mut buffer = self.buffer();
             if !buffer.is_empty() {
                 self.inner.cancelled.fetch_add(1, Ordering::Relaxed);
-                if self.inner.clear_on_cancel {
+                if self.inner.clear_on_cancel || !self.inner.keeps.acts() {
                     buffer.clear();
                 }
             }

@@ -25,6 +25,8 @@ struct Stored {
 
 struct Sim {
     stored: std::sync::Mutex<HashMap<String, Stored>>,
+    /// Whether a leak fault acts on each occasion (`--leak-rate`).
+    leaks: Arc<crate::intermittent::Intermittent>,
     model: String,
     context: usize,
     engine: Engine,
@@ -67,10 +69,16 @@ impl Drop for InFlight {
 
 pub(super) fn router(config: SimConfig) -> Router {
     let with = config.clone();
+    let leaks = Arc::new(crate::intermittent::Intermittent::new(
+        config.leak_rate.0,
+        config.leak_rate.1,
+    ));
     let sim = Sim {
         stored: Default::default(),
-        engine: Engine::new(&config),
-        scheduler: Scheduler::new(config.batch, config.decode_step, !config.has(Fault::CancelSwap)),
+        engine: Engine::new(&config, leaks.clone()),
+        scheduler: Scheduler::new(config.batch, config.decode_step, !config.has(Fault::CancelSwap))
+            .keeping(leaks.clone()),
+        leaks,
         faults: config.faults.clone(),
         truncate_to: config.truncate_to(),
         cache_counter: !config.no_cache_counter,
@@ -658,7 +666,8 @@ impl Sim {
     fn stored_for(&self, id: &str, tenant: &str) -> Option<(String, String)> {
         let stored = self.stored.lock().expect("store lock poisoned");
         let s = stored.get(id)?;
-        (s.owner == tenant || self.has(Fault::ObjectIdor)).then(|| (s.input.clone(), s.output.clone()))
+        (s.owner == tenant || (self.has(Fault::ObjectIdor) && self.leaks.acts()))
+            .then(|| (s.input.clone(), s.output.clone()))
     }
 
     fn response_json(&self, id: &str, output: &str, usage: Option<(usize, usize)>) -> Value {

@@ -184,6 +184,11 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// A number in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// A number below `n` (at least 1).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)

@@ -776,6 +776,39 @@ fn recheck_power(
             ),
         ));
     }
+    // The leak rate ruled out, counted from the pools the profile declares; a failed
+    // case rules none out.
+    let pools = report
+        .vendor
+        .profile
+        .declared
+        .iter()
+        .flat_map(|d| &d.nodes)
+        .map(|n| n.kv_pool_tokens);
+    let again = again.counting_above(pools);
+    match (&power.leak_rate, &again.leak_rate) {
+        (Some(_), _) if outcome.verdict == Verdict::Fail => {
+            return Err(bad(case, "it failed, yet states a leak rate it rules out".into()));
+        }
+        (Some(said), Some(derived))
+            if said.from_tokens != derived.from_tokens
+                || said.exposures != derived.exposures
+                || (said.answers, said.echoed) != (derived.answers, derived.echoed)
+                || !close(said.rate, derived.rate)
+                || !close(said.sensitivity, derived.sensitivity)
+                || !close(said.confidence, derived.confidence) =>
+        {
+            return Err(bad(
+                case,
+                format!(
+                    "it states that {}, but by the transcript and the declared pools {}",
+                    said.describe(),
+                    derived.describe()
+                ),
+            ));
+        }
+        _ => {}
+    }
     let says_foreign = outcome.findings.iter().any(|f| f.code == FindingCode::ForeignContent);
     match again.foreign_rise() {
         Some(rise) if !says_foreign || outcome.verdict != Verdict::Fail => {
