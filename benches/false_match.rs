@@ -96,28 +96,16 @@ fn main() {
         _ => 1,
     };
     let work = std::env::temp_dir().join(format!("tenantcheck-false-match-{}", std::process::id()));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let total = std::sync::Mutex::new(Tally::default());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let run = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    if run >= runs {
-                        break;
-                    }
-                    let tally = one(run, &work.join(format!("run-{run}")), &args);
-                    total.lock().unwrap().add(tally);
-                }
-            });
-        }
-    });
+    let mut total = Tally::default();
+    for tally in common::in_parallel(runs, jobs, |run| one(run, &work.join(format!("run-{run}")), &args)) {
+        total.add(tally);
+    }
     let Tally {
         answers,
         foreign_answers,
         rises,
         by_kind,
-    } = total.into_inner().unwrap();
+    } = total;
     let _ = std::fs::remove_dir_all(&work);
     let bound = |k: usize| match k {
         0 => format!("below {:.1e} (95%)", 1.0 - 0.05f64.powf(1.0 / answers.max(1) as f64)),

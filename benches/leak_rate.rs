@@ -135,25 +135,12 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     for (i, &rate) in rates.iter().enumerate() {
         let suite = suite_for(i, rate);
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let seen = std::sync::Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..jobs.max(1) {
-                scope.spawn(|| {
-                    loop {
-                        let run = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        if run >= runs {
-                            break;
-                        }
-                        let seed = (i * 1_000_000 + run) as u64;
-                        let s = one(bin, &fault, rate, seed, &work.join(format!("run-{i}-{run}")), &suite);
-                        eprintln!("R {rate} run {}: {} {:?}", run + 1, s.verdict, s.bound);
-                        seen.lock().unwrap().push(s);
-                    }
-                });
-            }
+        let seen = common::in_parallel(runs, jobs, |run| {
+            let seed = (i * 1_000_000 + run) as u64;
+            let s = one(bin, &fault, rate, seed, &work.join(format!("run-{i}-{run}")), &suite);
+            eprintln!("R {rate} run {}: {} {:?}", run + 1, s.verdict, s.bound);
+            s
         });
-        let seen = seen.into_inner().unwrap();
         let failed = seen.iter().filter(|s| s.verdict == "FAIL").count();
         let mut passes: Vec<f64> = seen
             .iter()

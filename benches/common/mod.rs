@@ -21,3 +21,25 @@ pub fn verified(out: &Path, run: &std::process::Output) -> (VerifiedReport, Vec<
     let verified = report::verify(&envelope, &public, Some(&transcript), None, |_| {}).expect("the report verifies");
     (verified, transcript)
 }
+
+/// Calls `run(i)` for every `i` below `runs`, `jobs` at once (a run mostly waits on the
+/// vendor), and returns what each gave, in the order they finished.
+pub fn in_parallel<T: Send>(runs: usize, jobs: usize, run: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if i >= runs {
+                        break;
+                    }
+                    let result = run(i);
+                    done.lock().expect("no run panicked holding the list").push(result);
+                }
+            });
+        }
+    });
+    done.into_inner().expect("no run panicked holding the list")
+}
