@@ -143,7 +143,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
     let _ = runtime.block_on(sim.shutdown());
     let (rows, cited) = result?;
     let _ = print(out, &rows, &cited, &profile, &vendor_source, &opts);
-    let _ = print_bounds(out, &suite, &profile);
+    let _ = print_bounds(out, &suite, &profile, &rows);
     Ok(RunResult {
         exit_code: exit::SUCCESS,
         run_dir: None,
@@ -154,11 +154,21 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
 const BOUNDS: &[f64] = &[0.5, 0.25, 0.1, 0.05, 0.01];
 
 /// What each leak-rate bound of [`BOUNDS`] costs at the profile's context, for each
-/// case of the suite that spends exposures for one (`isolation.canary-residue`).
-fn print_bounds(out: &mut dyn Write, suite: &crate::suite::Suite, profile: &VendorProfile) -> std::io::Result<()> {
+/// case the plan ran that spends exposures for one (`isolation.canary-residue`).
+fn print_bounds(
+    out: &mut dyn Write,
+    suite: &crate::suite::Suite,
+    profile: &VendorProfile,
+    rows: &[PlanRow],
+) -> std::io::Result<()> {
     use crate::probe::Probe;
     use crate::probe::isolation::{CanaryResidue, CanaryResidueParams, bound_prices};
-    for case in suite.cases.iter().filter(|c| c.probe.kind() == CanaryResidue::KIND) {
+    let planned = |id: &str| rows.iter().any(|r| r.case == id);
+    for case in suite
+        .cases
+        .iter()
+        .filter(|c| c.probe.kind() == CanaryResidue::KIND && planned(&c.id))
+    {
         let Ok(p) = serde_json::from_value::<CanaryResidueParams>(case.probe.params()) else {
             continue;
         };

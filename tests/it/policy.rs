@@ -1,7 +1,8 @@
 //! A buyer's policy (`verify --policy`): a full run satisfies it; a filtered run, an
 //! expired one, one with another challenge, context or model, one signed by a key the
-//! buyer does not trust, and a case passed below the policy's power each fail it with
-//! the requirement named (exit 4); a malformed policy is a setup error naming its line.
+//! buyer does not trust, and a case whose pass rules out less than the policy's leak
+//! rate each fail it with the requirement named (exit 4); a malformed policy is a setup
+//! error naming its line.
 
 use crate::common::{TempDir, output, tenantcheck, verify_run};
 use std::path::Path;
@@ -118,13 +119,9 @@ facts = ["engine"]
         &format!("{policy}[cases.by_case]\n\"usage.consistency\" = [\"fail\", \"inconclusive\"]\n"),
         "verdict: usage.consistency is FAIL or INCONCLUSIVE",
     );
-    unmet(
-        &full,
-        &with("min_power = 0.99", "min_power = 0.99999999"),
-        "power: isolation.canary-residue at least 0.99999999",
-    );
-    // The suite buys a bound of a half on the leak rate at the top of the context; a
-    // buyer asking for 1% of one case is told what was ruled out.
+    // The suite buys a bound of a half on the leak rate at the top of the context (and
+    // with it a power too close to 1 for a shortfall to show here); a buyer asking for
+    // 1% of one case is told what was ruled out.
     let (code, stdout, _) = judged(
         &full,
         tmp.path(),
