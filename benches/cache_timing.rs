@@ -6,8 +6,9 @@
 //! per-tenant prefix cache (every fail is a false positive) and RUNS times against one
 //! with a global cache (every fail is a detection), each run a fresh `tenantcheck run`
 //! with PROMPT_TOKENS-token prompts (default 2048) at ALPHA (default 1e-6), and prints
-//! the verdict counts and the median pairs and requests per level.
-//! `docs/performance.md` has the figures.
+//! the verdict counts and the median pairs and requests per level. Arguments after
+//! `--sim` go to both sims (`--sim --no-cache-counter --prefill-ns-per-token 15000
+//! --transfer-jitter 40`, say). `docs/performance.md` has the figures.
 
 use base64::Engine as _;
 use std::collections::BTreeMap;
@@ -18,7 +19,10 @@ use std::process::{Command, Stdio};
 const BIN: &str = env!("CARGO_BIN_EXE_tenantcheck");
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let split = all.iter().position(|a| a == "--sim").unwrap_or(all.len());
+    let sim_flags: Vec<String> = all[split..].iter().skip(1).cloned().collect();
+    let args: Vec<String> = all[..split].iter().filter(|a| !a.starts_with("--")).cloned().collect();
     let runs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50);
     let tokens: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2048);
     let alpha: f64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1e-6);
@@ -34,7 +38,7 @@ fn main() {
     .replace("alpha = 1e-6", &format!("alpha = {alpha:e}"));
     std::fs::write(suite.join("cross-tenant-timing.toml"), case).unwrap();
     for scope in ["per-tenant", "global"] {
-        let (base_url, mut sim) = start_sim(scope);
+        let (base_url, mut sim) = start_sim(scope, &sim_flags);
         let profile = work.join(format!("{scope}.toml"));
         let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"))
             .unwrap()
@@ -78,7 +82,10 @@ fn main() {
         }
         let _ = sim.kill();
         let _ = sim.wait();
-        println!("prefix cache {scope}: {runs} runs, {tokens}-token prompts, alpha {alpha:e}: verdicts {verdicts:?}");
+        println!(
+            "prefix cache {scope} {}: {runs} runs, {tokens}-token prompts, alpha {alpha:e}: verdicts {verdicts:?}",
+            sim_flags.join(" ")
+        );
         println!("  requests per run: median {}", median(requests));
         for (level, pairs) in pairs_per_level {
             println!(
@@ -98,9 +105,10 @@ fn median(mut v: Vec<usize>) -> usize {
     v[v.len() / 2]
 }
 
-fn start_sim(scope: &str) -> (String, std::process::Child) {
+fn start_sim(scope: &str, flags: &[String]) -> (String, std::process::Child) {
     let mut child = Command::new(BIN)
         .args(["sim", "--listen", "127.0.0.1:0", "--prefix-cache", scope])
+        .args(flags)
         .env("TENANTCHECK_KEY_A", "timing-bench-key-a")
         .env("TENANTCHECK_KEY_B", "timing-bench-key-b")
         .stdout(Stdio::piped())

@@ -4,6 +4,7 @@
 
 use crate::outcome::Outcome;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::sync::Mutex;
 
 /// One thing that happened during a run.
@@ -67,6 +68,66 @@ impl Observer for Progress {
             }
             RunEvent::Finished => eprint!("\r\x1b[2K"),
             _ => {}
+        }
+    }
+}
+
+/// The trial list on standard output: a line per case as it ends, in libtest's shape
+/// with the case's verdict where libtest would say `ok` or `FAILED`
+/// (`test [T7] cache.prefix-extraction ... INCONCLUSIVE`), so that the first lines a
+/// user reads say what the summary says. It counts the verdicts for the closing line.
+pub struct TrialLines {
+    /// Each case's threat, the kind shown in brackets.
+    kinds: BTreeMap<String, String>,
+    counts: Mutex<BTreeMap<crate::outcome::Verdict, u64>>,
+}
+
+impl TrialLines {
+    /// Lines for these cases, by id and threat.
+    pub fn new(kinds: BTreeMap<String, String>) -> Self {
+        TrialLines {
+            kinds,
+            counts: Mutex::default(),
+        }
+    }
+
+    /// The closing line: the run's verdict and how many cases ended with each.
+    pub fn result_line(&self, filtered_out: u64, elapsed: std::time::Duration) -> String {
+        use crate::outcome::Verdict;
+        let counts = self.counts.lock().expect("counts lock poisoned");
+        let n = |v: Verdict| counts.get(&v).copied().unwrap_or(0);
+        let verdict = if n(Verdict::Fail) > 0 {
+            Verdict::Fail
+        } else if n(Verdict::Inconclusive) > 0 {
+            Verdict::Inconclusive
+        } else {
+            Verdict::Pass
+        };
+        format!(
+            "test result: {}. {} passed; {} failed; {} inconclusive; {} skipped; {filtered_out} filtered out; finished in {:.2}s",
+            verdict.label(),
+            n(Verdict::Pass),
+            n(Verdict::Fail),
+            n(Verdict::Inconclusive),
+            n(Verdict::Skipped),
+            elapsed.as_secs_f64()
+        )
+    }
+}
+
+impl Observer for TrialLines {
+    fn on(&self, event: &RunEvent<'_>) {
+        if let RunEvent::CaseFinished { case, outcome } = *event {
+            *self
+                .counts
+                .lock()
+                .expect("counts lock poisoned")
+                .entry(outcome.verdict)
+                .or_default() += 1;
+            let kind = self.kinds.get(case).map_or(String::new(), |k| format!("[{k}] "));
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "test {kind}{case} ... {}", outcome.verdict.label());
+            let _ = out.flush();
         }
     }
 }

@@ -9,20 +9,24 @@
 //! tokio runtime, collect each case's [`Outcome`], and sign the report.
 //!
 //! Trials are libtest-mimic's, so filtering, `--list`, `--exact`, `--skip`,
-//! `--test-threads`, `--format` and the output are those of `cargo test`. An
-//! inconclusive case shows there as failed with a message that starts with
-//! `inconclusive:`; the report and the exit code keep the two apart.
+//! `--test-threads` and `--format` are those of `cargo test`. In the default format
+//! the trial list is the harness's own ([`TrialLines`]): each line ends with the case's
+//! verdict (PASS, FAIL, INCONCLUSIVE, SKIPPED) where libtest would print `ok` for a
+//! skipped case and `FAILED` for an inconclusive one, and the closing `test result:`
+//! line counts all four. In libtest-mimic's machine formats (`--format json|terse`) an
+//! inconclusive case is a failure whose message starts with `inconclusive:`; the
+//! report and the exit code keep the two apart.
 
 use crate::canary::RunSecret;
 use crate::credential::{Redactor, Secret};
-use crate::event::{Fanout, Observer, Outcomes, Progress, RunEvent};
+use crate::event::{Fanout, Observer, Outcomes, Progress, RunEvent, TrialLines};
 use crate::exit;
 use crate::inert::{Sink, inert};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
 use crate::report::key::{self, KeyError};
 use crate::report::{
-    CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, Refused, Report, RunSecretRecord,
-    SuiteFile, SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
+    CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, RateLimits, Refused, Report,
+    RunSecretRecord, SuiteFile, SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
 };
 use crate::resume::{Resumed, watch_signals};
 use crate::session::Session;
@@ -226,7 +230,10 @@ pub struct RunResult {
     pub run_dir: Option<PathBuf>,
 }
 
-/// Runs the suite; writes the harness's own lines (after libtest-mimic's) to `out`.
+/// Where libtest-mimic's own trial lines go when the harness prints its own.
+const NULL_DEVICE: &str = if cfg!(windows) { "NUL" } else { "/dev/null" };
+
+/// Runs the suite; writes the harness's own lines (after the trial list) to `out`.
 pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessError> {
     let previous = opts.previous.as_deref().map(previous_report).transpose()?;
     let resumed = opts
@@ -361,6 +368,21 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         observers.push(Arc::new(Progress));
     }
+    // The trial list in libtest's default format is the harness's own, with verdicts;
+    // libtest-mimic keeps its machine formats (json, terse), selection and `--list`.
+    let lines = matches!(opts.trials.format, None | Some(libtest_mimic::FormatSetting::Pretty)) && !opts.trials.quiet;
+    let trial_lines = lines.then(|| {
+        Arc::new(TrialLines::new(
+            suite
+                .cases
+                .iter()
+                .map(|c| (c.id.clone(), c.threat.to_string()))
+                .collect(),
+        ))
+    });
+    if let Some(t) = &trial_lines {
+        observers.push(t.clone());
+    }
     let observer: Arc<dyn Observer> = Arc::new(Fanout(observers));
     let session = Arc::new(
         Session::new(profile.clone(), provider, tenants, transcript.clone(), secret.clone())
@@ -472,8 +494,19 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     // it would disturb that, making the evidence depend on scheduling.
     let mut trial_args = opts.trials.clone();
     trial_args.test_threads.get_or_insert(1);
-    let _ = libtest_mimic::run(&trial_args, trials);
+    let started = std::time::Instant::now();
+    if trial_lines.is_some() {
+        let selected = trials.iter().filter(|t| !trial_args.is_filtered_out(t)).count();
+        println!("\nrunning {selected} {}", if selected == 1 { "case" } else { "cases" });
+        // libtest-mimic's own lines would say `ok` for a skip and `FAILED` for an
+        // inconclusive case: they go nowhere, and `TrialLines` prints the verdicts.
+        trial_args.logfile = Some(NULL_DEVICE.into());
+    }
+    let conclusion = libtest_mimic::run(&trial_args, trials);
     observer.on(&RunEvent::Finished);
+    if let Some(t) = &trial_lines {
+        println!("\n{}\n", t.result_line(conclusion.num_filtered_out, started.elapsed()));
+    }
 
     let mut results = outcomes.take();
     let mut earlier: BTreeMap<String, Outcome> = resumed
@@ -578,6 +611,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         cases,
         interrupted,
         refused,
+        rate_limits: rate_limits(&session, resumed.as_ref().and_then(|r| r.report.rate_limits)),
         resumed_at,
         previous: previous.or_else(|| resumed.as_ref().and_then(|r| r.report.previous.clone())),
         partition,
@@ -837,6 +871,23 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
     })
 }
 
+/// The rate limits the run met, those of the run it resumes included; `None` when it
+/// met none.
+fn rate_limits(session: &Session, earlier: Option<RateLimits>) -> Option<RateLimits> {
+    let spent = session.spent();
+    let earlier = earlier.unwrap_or(RateLimits {
+        answers: 0,
+        waited_out: 0,
+        waited_secs: 0,
+    });
+    let all = RateLimits {
+        answers: earlier.answers + spent.rate_limit_answers,
+        waited_out: earlier.waited_out + spent.rate_limits_waited,
+        waited_secs: earlier.waited_secs + spent.rate_limit_secs,
+    };
+    (all.answers > 0 || all.waited_out > 0).then_some(all)
+}
+
 /// Writes the harness's own closing lines about `report` to `out`: one line per case,
 /// where the files went, how to verify, what was sent, the verdict. Every string of
 /// the report is shown inert ([`Sink::Terminal`]).
@@ -896,6 +947,9 @@ pub fn print_summary(
         "sent:       {} requests, {} prompt tokens (estimated), {} completion tokens at most, up to ${:.4} at the profile's prices",
         spent.requests, spent.prompt_tokens, spent.completion_tokens, spent.usd
     )?;
+    if let Some(r) = &report.rate_limits {
+        writeln!(out, "rate limits: {}", r.describe())?;
+    }
     writeln!(out, "verdict:    {}", report.verdict_line())?;
     if let Some(r) = &report.refused {
         writeln!(

@@ -14,7 +14,7 @@ use tenantcheck::report::{self, key};
 use tenantcheck::run_dir;
 use tenantcheck::schema::Schema;
 use tenantcheck::sim::transform::LeakTransform;
-use tenantcheck::sim::{Chaos, Disaggregation, Fault, PrefixCacheScope, SimConfig, SimServer};
+use tenantcheck::sim::{Chaos, Disaggregation, Fault, PrefixCacheScope, ResponseCacheScope, SimConfig, SimServer};
 
 /// Conformance suite for hosted LLM inference: cross-tenant isolation, canaries and
 /// long-context admission, with signed evidence reports.
@@ -266,6 +266,10 @@ struct SimArgs {
     /// Who shares the prompt-prefix cache.
     #[arg(long, value_enum, default_value = "per-tenant")]
     prefix_cache: PrefixCacheScope,
+    /// Who shares a response cache in front of the model (a gateway's), and how it
+    /// recognises a request; `global` is the fault `shared-response-cache`.
+    #[arg(long, value_enum, default_value = "off")]
+    response_cache: ResponseCacheScope,
     /// Prefill time per uncached prompt token, in nanoseconds.
     #[arg(long, default_value_t = tenantcheck::sim::DEFAULT_PREFILL_PER_TOKEN.as_nanos() as u64)]
     prefill_ns_per_token: u64,
@@ -321,6 +325,28 @@ struct SimArgs {
     /// as many hosted APIs do; a cached prefix is still faster (not a fault).
     #[arg(long)]
     no_cache_counter: bool,
+    /// Plain (not streamed) answers take a decode step per token too, as a real
+    /// model's do; by default only streams are paced.
+    #[arg(long)]
+    plain_decode: bool,
+    /// Serve only the API: no engine endpoint (`/slots`) answers anyone, as behind a
+    /// gateway that forwards the API alone.
+    #[arg(long)]
+    api_only: bool,
+    /// Holds back the end of one chat completion in two by this many milliseconds
+    /// after the rest was sent (headers and body written apart, a delayed
+    /// acknowledgement holding the second write): the total time is bimodal, the time
+    /// until the answer begins is not (not a fault).
+    #[arg(long, value_name = "MS")]
+    transfer_jitter: Option<u64>,
+    /// Every chat completion waits a time drawn uniformly from 0 to this many
+    /// milliseconds before it is served: even the start of each answer is noisy (not
+    /// a fault).
+    #[arg(long, value_name = "MS")]
+    latency_jitter: Option<u64>,
+    /// The seed of --transfer-jitter's and --latency-jitter's draws.
+    #[arg(long, default_value_t = 0)]
+    jitter_seed: u64,
     /// Another customer, one the suite does not control, whose requests fill every
     /// free KV page with its own customer records before each request is served (not
     /// a fault: on a healthy engine nobody reads them; with stale-pages they are what
@@ -580,6 +606,7 @@ fn sim(args: SimArgs) -> u8 {
         truncate_to: args.truncate_to,
         tenants,
         prefix_cache: args.prefix_cache,
+        response_cache: args.response_cache,
         prefill_per_token: Duration::from_nanos(if args.no_delay { 0 } else { args.prefill_ns_per_token }),
         decode_step: Duration::from_micros(if args.no_delay { 0 } else { args.decode_step_us }),
         batch: args.batch,
@@ -590,11 +617,18 @@ fn sim(args: SimArgs) -> u8 {
         leak_transform,
         leak_rate: (args.leak_rate, args.leak_seed),
         no_cache_counter: args.no_cache_counter,
+        plain_decode: args.plain_decode,
+        api_only: args.api_only,
         background_tenant: args.background_tenant,
         chaos: args.chaos,
         redirect_to: args.redirect_to,
         fleet,
         system_fingerprint: None,
+        jitter: tenantcheck::sim::Jitter {
+            transfer: args.transfer_jitter.map(Duration::from_millis),
+            latency: args.latency_jitter.map(Duration::from_millis),
+            seed: args.jitter_seed,
+        },
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -613,11 +647,12 @@ fn sim(args: SimArgs) -> u8 {
         };
         let faults: Vec<&str> = config.faults.iter().map(|f| f.name()).collect();
         let summary = format!(
-            "model {}, context {}, {pools}, {}-token pages, prefix cache {}, faults: {}",
+            "model {}, context {}, {pools}, {}-token pages, prefix cache {}, response cache {}, faults: {}",
             config.model,
             config.context,
             config.page_tokens,
             config.prefix_cache().name(),
+            config.response_cache().name(),
             if faults.is_empty() {
                 "none".to_owned()
             } else {

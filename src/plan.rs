@@ -127,6 +127,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
                         completion_tokens,
                         usd,
                         counted_prompt_tokens: prompt_tokens,
+                        ..Spent::default()
                     }
                 }
             });
@@ -236,6 +237,7 @@ fn scaled(sent: Spent, requests: u64, max_tokens: u64, profile: &VendorProfile) 
             .as_ref()
             .map_or(0.0, |p| p.cost(prompt_tokens, completion_tokens)),
         counted_prompt_tokens: counted,
+        ..Spent::default()
     }
 }
 

@@ -14,29 +14,38 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
-/// Retries after the first attempt, at most.
+/// Retries after the first attempt, at most, of a request that got no answer or an
+/// unavailable one without a `Retry-After` (rate limits have the profile's
+/// `rate_limit_retries`).
 const RETRIES: u32 = 2;
-
-/// The longest `Retry-After` honoured; a vendor asking for more gets its answer
-/// recorded as it is.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// How long a request in flight may still take once the run is interrupted.
 pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(5);
 
+/// Why and how long to wait before trying a request again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retry {
+    /// A rate limit (429 or 503) whose `Retry-After` is within the profile's bound.
+    RateLimit(Duration),
+    /// No answer, or an unavailable one that said nothing of when to come back.
+    Backoff(Duration),
+}
+
 /// How long to wait before trying `ex` again, when trying again is safe: a 429 or a
-/// 503 (the vendor's `Retry-After` in seconds, else 0.5 s doubled per attempt), or a
-/// request that got no answer because the connection failed or was closed before any
-/// of it was read (0.25 s doubled). Timeouts and answers that broke off are not
-/// retried: the vendor may have processed them.
-fn retry_after(ex: &Exchange, attempt: u32) -> Option<Duration> {
-    let backoff = |base_ms: u64| Duration::from_millis(base_ms << attempt.min(6));
+/// 503 (the vendor's `Retry-After` in seconds when it is at most `max_wait`, else
+/// 0.5 s doubled per attempt where it gave none or no number), or a request that got
+/// no answer because the connection failed or was closed before any of it was read
+/// (0.25 s doubled). Timeouts and answers that broke off are not retried: the vendor
+/// may have processed them. `attempt` counts the backoffs so far.
+fn retry_after(ex: &Exchange, attempt: u32, max_wait: Duration) -> Option<Retry> {
+    let backoff = |base_ms: u64| Retry::Backoff(Duration::from_millis(base_ms << attempt.min(6)));
     match (ex.status, &ex.transport_error) {
         (Some(429 | 503), _) => match ex.headers.get("retry-after").map(|v| v.trim().parse::<u64>()) {
-            Some(Ok(secs)) if Duration::from_secs(secs) <= MAX_RETRY_AFTER => Some(Duration::from_secs(secs)),
+            Some(Ok(secs)) if Duration::from_secs(secs) <= max_wait => {
+                Some(Retry::RateLimit(Duration::from_secs(secs)))
+            }
             Some(Ok(_)) => None,
-            Some(Err(_)) => Some(backoff(500)),
-            None => Some(backoff(500)),
+            Some(Err(_)) | None => Some(backoff(500)),
         },
         (None, Some(e))
             if !ex.request.url.is_empty()
@@ -253,6 +262,13 @@ pub struct Spent {
     /// count over the estimate on the answers so far: what it bills, known only once
     /// it answered.
     pub counted_prompt_tokens: u64,
+    /// Answers with HTTP status 429.
+    pub rate_limit_answers: u64,
+    /// Rate limits (429 or 503 with a `Retry-After` within the profile's bound) waited
+    /// out and tried again.
+    pub rate_limits_waited: u64,
+    /// The seconds those waits took, as their `Retry-After`s asked.
+    pub rate_limit_secs: u64,
 }
 
 impl std::ops::Add for Spent {
@@ -264,6 +280,9 @@ impl std::ops::Add for Spent {
             completion_tokens: self.completion_tokens + o.completion_tokens,
             usd: self.usd + o.usd,
             counted_prompt_tokens: self.counted_prompt_tokens + o.counted_prompt_tokens,
+            rate_limit_answers: self.rate_limit_answers + o.rate_limit_answers,
+            rate_limits_waited: self.rate_limits_waited + o.rate_limits_waited,
+            rate_limit_secs: self.rate_limit_secs + o.rate_limit_secs,
         }
     }
 }
@@ -278,6 +297,9 @@ impl std::ops::Sub for Spent {
             completion_tokens: self.completion_tokens - o.completion_tokens,
             usd: self.usd - o.usd,
             counted_prompt_tokens: self.counted_prompt_tokens - o.counted_prompt_tokens,
+            rate_limit_answers: self.rate_limit_answers - o.rate_limit_answers,
+            rate_limits_waited: self.rate_limits_waited - o.rate_limits_waited,
+            rate_limit_secs: self.rate_limit_secs - o.rate_limit_secs,
         }
     }
 }
@@ -889,7 +911,8 @@ impl Session {
         let key = self.key(tenant)?;
         self.still_sending(case)?;
         self.charge(prompt_tokens, max_tokens)?;
-        let mut attempt = 0;
+        let (mut backoffs, mut rate_limits) = (0, 0);
+        let max_wait = Duration::from_secs(self.profile.max_retry_after_secs);
         loop {
             let exchange = {
                 let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
@@ -914,7 +937,10 @@ impl Session {
                     }
                 }
             };
-            let wait = retry_after(&exchange, attempt);
+            let retry = retry_after(&exchange, backoffs, max_wait);
+            if exchange.status == Some(429) {
+                self.spent.lock().expect("budget lock poisoned").rate_limit_answers += 1;
+            }
             self.count(prompt_tokens, &exchange);
             let sent = self.record(case, recorded_as, exchange)?;
             self.note_refusal(recorded_as, expect, sent.seq, &sent.exchange);
@@ -926,18 +952,29 @@ impl Session {
             }
             // Every attempt is in the transcript; a retry is charged like any request,
             // and none is made past the budget.
-            match wait {
-                Some(wait)
-                    if attempt < RETRIES
-                        && self.interrupted().is_none()
-                        && self.refused().is_none()
-                        && self.charge(prompt_tokens, max_tokens).is_ok() =>
-                {
-                    tokio::time::sleep(wait).await;
-                    attempt += 1;
+            let wait = match retry {
+                Some(Retry::RateLimit(wait)) if rate_limits < self.profile.rate_limit_retries => {
+                    rate_limits += 1;
+                    wait
+                }
+                Some(Retry::Backoff(wait)) if backoffs < RETRIES => {
+                    backoffs += 1;
+                    wait
                 }
                 _ => return Ok(sent),
+            };
+            if self.interrupted().is_some()
+                || self.refused().is_some()
+                || self.charge(prompt_tokens, max_tokens).is_err()
+            {
+                return Ok(sent);
             }
+            if let Some(Retry::RateLimit(_)) = retry {
+                let mut spent = self.spent.lock().expect("budget lock poisoned");
+                spent.rate_limits_waited += 1;
+                spent.rate_limit_secs += wait.as_secs();
+            }
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -1119,12 +1156,29 @@ mod tests {
 
     #[test]
     fn only_safe_failures_are_retried_and_retry_after_is_honoured() {
-        assert_eq!(retry_after(&answered(429, Some("7")), 0), Some(Duration::from_secs(7)));
-        assert_eq!(retry_after(&answered(503, None), 0), Some(Duration::from_millis(500)));
-        assert_eq!(retry_after(&answered(503, None), 1), Some(Duration::from_millis(1000)));
-        assert_eq!(retry_after(&answered(429, Some("3600")), 0), None, "too long to wait");
+        let bound = Duration::from_secs(30);
+        let retry = |ex: &Exchange, attempt| retry_after(ex, attempt, bound);
+        assert_eq!(
+            retry(&answered(429, Some("7")), 0),
+            Some(Retry::RateLimit(Duration::from_secs(7)))
+        );
+        assert_eq!(
+            retry(&answered(503, None), 0),
+            Some(Retry::Backoff(Duration::from_millis(500)))
+        );
+        assert_eq!(
+            retry(&answered(503, None), 1),
+            Some(Retry::Backoff(Duration::from_millis(1000)))
+        );
+        assert_eq!(retry(&answered(429, Some("3600")), 0), None, "too long to wait");
+        // The bound is the profile's.
+        assert_eq!(
+            retry_after(&answered(429, Some("3600")), 0, Duration::from_secs(3600)),
+            Some(Retry::RateLimit(Duration::from_secs(3600)))
+        );
+        assert_eq!(retry_after(&answered(429, Some("7")), 0, Duration::from_secs(5)), None);
         for status in [200, 400, 401, 404, 500] {
-            assert_eq!(retry_after(&answered(status, Some("1")), 0), None, "{status}");
+            assert_eq!(retry(&answered(status, Some("1")), 0), None, "{status}");
         }
         let mut lost = answered(200, None);
         lost.status = None;
@@ -1138,9 +1192,9 @@ mod tests {
                 kind,
                 message: String::new(),
             });
-            assert_eq!(retry_after(&lost, 0).is_some(), retried, "{kind:?}");
+            assert_eq!(retry(&lost, 0).is_some(), retried, "{kind:?}");
         }
         lost.request.url.clear();
-        assert_eq!(retry_after(&lost, 0), None, "nothing was sent");
+        assert_eq!(retry(&lost, 0), None, "nothing was sent");
     }
 }

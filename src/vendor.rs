@@ -268,6 +268,20 @@ pub fn validate(profile: &VendorProfile, origin: &Path) -> Result<(), ProfileErr
             "stop after at least 1 server error in a row (the default is 20)",
         ));
     }
+    if profile.max_retry_after_secs > 3600 {
+        return Err(invalid(
+            "max_retry_after_secs",
+            format!("is {}", profile.max_retry_after_secs),
+            "wait out rate limits of at most an hour (the default is 30 seconds)",
+        ));
+    }
+    if profile.rate_limit_retries > 100 {
+        return Err(invalid(
+            "rate_limit_retries",
+            format!("is {}", profile.rate_limit_retries),
+            "try a request again at most 100 times (the default is 5)",
+        ));
+    }
     if profile.max_concurrency == 0 {
         return Err(invalid(
             "max_concurrency",

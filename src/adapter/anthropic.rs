@@ -81,6 +81,9 @@ impl AnthropicMessages {
         if !system.is_empty() {
             body["system"] = json!(system.join("\n"));
         }
+        if let Some(user) = &request.user {
+            body["metadata"] = json!({ "user_id": user });
+        }
         body
     }
 

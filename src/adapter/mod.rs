@@ -195,6 +195,10 @@ pub struct ChatRequest {
     /// be recognisable by them); `None`: temperature 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,
+    /// The end user the request is made for (OpenAI's `user`, Anthropic's
+    /// `metadata.user_id`), a value gateways may key their caches and limits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// A session-affinity value, sent under the profile's `fleet.affinity_header`, so
     /// that requests with one value meet on one node; `None`: the router chooses.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -71,6 +71,9 @@ impl OpenAiChat {
         if let Some(salt) = &request.cache_salt {
             body["cache_salt"] = json!(salt);
         }
+        if let Some(user) = &request.user {
+            body["user"] = json!(user);
+        }
         body
     }
 }

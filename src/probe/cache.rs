@@ -9,25 +9,31 @@
 //! prefix was cached for the attacker. It runs at three levels of attacker:
 //!
 //! 1. the same key (the *control*): shows that a cache exists and that the test can
-//!    see it; "not shared" means nothing when caching is simply off;
+//!    see it; "not shared" means nothing unless the owner's own repeats are seen;
 //! 2. another key of the same organisation (profile `org`), where the profile has one;
 //! 3. a key of another organisation.
 //!
-//! Instead of a fixed 250 pairs per level and a Kolmogorov–Smirnov test, each level
-//! runs an anytime-valid sequential test ([`super::sequential`]) over its pairs and
-//! stops as soon as its verdict holds at the case's `alpha`: for the control, whether
-//! the hit arm is faster in more than half of the pairs (cache) or not in at least
-//! `effect` of them (no cache of that size); for the others, whether the hit arm is
-//! faster by more than half the control's median speed-up. Every raw time is in the
-//! transcript and in the outcome.
+//! Every time is the time until the vendor began to answer (the response headers of a
+//! one-token answer), never the whole answer: a server that writes its headers and
+//! body apart adds its transfer jitter to the total only. Instead of a fixed 250 pairs
+//! per level and a Kolmogorov–Smirnov test, each level runs anytime-valid sequential
+//! tests ([`crate::judge::timing`]) over its pairs and stops as soon as its verdict
+//! holds at the case's `alpha`: for the control, whether the hit arm is faster in more
+//! than half of the pairs (cache) or not in at least `effect` of them (no cache of that
+//! size); for the others, whether the hit arm is faster in more than half the pairs by
+//! any margin (shared), or faster by more than the bound (`equivalence` × the
+//! control's median speed-up) in fewer than half (not shared: a speed-up of the bound
+//! is ruled out). Noise that hides both leaves the level undecided. Every raw time is
+//! in the transcript and in the outcome.
 //!
 //! Where the vendor reports cached prompt tokens (`prompt_tokens_details.cached_tokens`,
 //! llama.cpp's `timings.cache_n`), a hit arm reported cached for at least half the
 //! shared prefix beyond its miss arm is the vendor's own word that the prefix was
 //! reused: direct evidence, beside the timing.
 //!
-//! Verdicts: no cache observed at the control → inconclusive, with the power the test
-//! had; sharing at a level → fail (`SharedPrefixCache`), unless the profile declares
+//! Verdicts: no cache observed at the control → pass, stating what it rules out (a
+//! cache answering `effect` of repeats sooner, for every key: a cache shared across
+//! keys is one its owner hits too); sharing at a level → fail (`SharedPrefixCache`), unless the profile declares
 //! that scope (`[declared] prefix_cache_scope`), then reported as a declared risk; no
 //! sharing at every level → pass; a level undecided within `max_pairs` → inconclusive.
 //! With `cache_salt = true` in the profile each tenant sends its own salt, so the
@@ -36,8 +42,8 @@
 
 use super::{Context, ParamsError, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
-use crate::judge::sequential::{Decision, SequentialTest};
-use crate::judge::timing::decide;
+use crate::judge::sequential::Decision;
+use crate::judge::timing::{LevelTest, Rule, decide, median_speedup};
 use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair};
 use crate::prompt::Filler;
 use crate::session::SessionError;
@@ -59,10 +65,14 @@ pub struct TimingParams {
     /// The most hit/miss pairs per level before it is called undecided.
     #[serde(default = "default_max_pairs")]
     pub max_pairs: u32,
-    /// The effect tested against: the share of pairs in which a cache makes the hit
-    /// arm faster (by the level's threshold). In (0.5, 1).
+    /// The effect the control tests against: the share of pairs in which a cache
+    /// makes the hit arm faster. In (0.5, 1).
     #[serde(default = "default_effect")]
     pub effect: f64,
+    /// The speed-up "not shared" rules out, as a share of the control's median
+    /// speed-up. In (0, 1].
+    #[serde(default = "default_equivalence")]
+    pub equivalence: f64,
 }
 
 fn default_prompt_tokens() -> u64 {
@@ -76,6 +86,9 @@ fn default_max_pairs() -> u32 {
 }
 fn default_effect() -> f64 {
     0.75
+}
+fn default_equivalence() -> f64 {
+    crate::judge::timing::DEFAULT_EQUIVALENCE
 }
 
 impl TimingParams {
@@ -98,6 +111,15 @@ impl TimingParams {
         }
         if !(self.effect > 0.5 && self.effect < 1.0) {
             return invalid("effect", format!("is {}; it must be in (0.5, 1)", self.effect));
+        }
+        if !(self.equivalence > 0.0 && self.equivalence <= 1.0) {
+            return invalid(
+                "equivalence",
+                format!(
+                    "is {}; it must be in (0, 1] (a share of the control's speed-up)",
+                    self.equivalence
+                ),
+            );
         }
         Ok(())
     }
@@ -187,23 +209,28 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
 
     let mut notes = Vec::new();
     let mut findings = Vec::new();
-    let control = run.level(Level::SameKey, &victim, &victim, 0.0).await?;
+    let rule = Rule {
+        alpha: p.alpha,
+        effect: p.effect,
+        equivalence: p.equivalence,
+    };
+    let control = run.level(Level::SameKey, &victim, &victim, LevelTest::control(&rule), 0.0).await?;
     let mut levels_done = vec![control];
     let control = &levels_done[0];
-    let speedups: Vec<f64> = control.pairs.iter().map(|x| x.miss_ms - x.hit_ms).collect();
-    let median_speedup = median(&speedups);
+    let control_speedup = median_speedup(&control.pairs);
     let mut verdict_blocked = None;
     match control.decision {
         CacheDecision::CacheObserved => {
             notes.push(format!(
-                "a cache exists: the same key's repeated prefix was faster in {}/{} pairs (median {median_speedup:.1} ms){}",
+                "a cache exists: the same key's repeated prefix was faster in {}/{} pairs (median {control_speedup:.1} ms){}",
                 count_faster(control, 0.0),
                 control.pairs.len(),
                 usage_note(control)
             ));
-            let threshold = (median_speedup / 2.0).max(0.0);
+            let bound = rule.bound_ms(&control.pairs);
             for (level, attacker) in &levels {
-                let mut done = run.level(*level, &victim, attacker, threshold).await?;
+                let test = LevelTest::across(p.alpha, bound);
+                let mut done = run.level(*level, &victim, attacker, test, bound).await?;
                 match done.decision {
                     CacheDecision::Shared if level.declared(declared) => {
                         done.decision = CacheDecision::SharedAsDeclared;
@@ -215,25 +242,31 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
                     CacheDecision::Shared => findings.push(Finding {
                         code: FindingCode::SharedPrefixCache,
                         message: format!(
-                            "tenant {victim}'s prompt prefixes are served from cache to tenant {attacker} ({}): its prompts sharing them were faster by over {threshold:.1} ms in {}/{} pairs{}",
+                            "tenant {victim}'s prompt prefixes are served from cache to tenant {attacker} ({}): its prompts sharing them began to be answered sooner in {}/{} pairs (median {:.1} ms sooner){}",
                             level.name(),
-                            count_faster(&done, threshold),
+                            count_faster(&done, 0.0),
                             done.pairs.len(),
+                            median_speedup(&done.pairs),
                             usage_note(&done)
                         ),
                         leak: None,
                     }),
                     CacheDecision::NotShared => notes.push(format!(
-                        "not shared with tenant {attacker} ({}): {}/{} pairs faster by over {threshold:.1} ms",
+                        "not shared with tenant {attacker} ({}): a speed-up of {bound:.1} ms or more ({:.0}% of the control's) is ruled out, {}/{} pairs faster by that much (sooner at all in {})",
                         level.name(),
-                        count_faster(&done, threshold),
-                        done.pairs.len()
+                        p.equivalence * 100.0,
+                        count_faster(&done, bound),
+                        done.pairs.len(),
+                        count_faster(&done, 0.0)
                     )),
                     _ => {
                         verdict_blocked.get_or_insert(format!(
-                            "sharing with tenant {attacker} ({}) undecided after {} pairs",
+                            "sharing with tenant {attacker} ({}) undecided after {} pairs: sooner in {}, by over the {bound:.1} ms bound in {}; the timing is too noisy to find a speed-up or rule one out at alpha {:e}",
                             level.name(),
-                            done.pairs.len()
+                            done.pairs.len(),
+                            count_faster(&done, 0.0),
+                            count_faster(&done, bound),
+                            p.alpha
                         ));
                     }
                 }
@@ -241,8 +274,11 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
             }
         }
         CacheDecision::NoCacheObserved => {
-            verdict_blocked = Some(format!(
-                "no prefix cache observed even for the same key: the repeated prefix was faster in {}/{} pairs, and a cache speeding up at least {:.0}% of repeats would have been seen with error at most {:e}; sharing across keys cannot be tested without one",
+            // What the owner cannot see of its own prefix, no other key can: a cache
+            // shared across keys is a cache its owner hits too. A pass, with what it
+            // rules out.
+            notes.push(format!(
+                "no prefix cache observed even for the same key: the repeated prefix was sooner in {}/{} pairs, so a cache answering at least {:.0}% of repeats sooner is ruled out for every key, shared or not (error at most {:e})",
                 count_faster(control, 0.0),
                 control.pairs.len(),
                 p.effect * 100.0,
@@ -337,15 +373,15 @@ impl Run<'_, '_> {
         }
     }
 
-    /// Runs one level's pairs until its sequential test decides or the budget ends.
+    /// Runs one level's pairs until its sequential tests decide or the budget ends.
     async fn level(
         &mut self,
         level: Level,
         victim: &str,
         attacker: &str,
+        mut test: LevelTest,
         threshold_ms: f64,
     ) -> Result<TimingLevel, SessionError> {
-        let mut test = SequentialTest::new(self.p.alpha, self.p.effect);
         let mut pairs = Vec::new();
         let (mut cached_reported, mut cached_prefix) = (0, 0);
         let mut decision = Decision::Undecided;
@@ -405,12 +441,12 @@ impl Run<'_, '_> {
                 }
             }
             let pair = TimingPair {
-                hit_ms: h.timings.total_ms,
-                miss_ms: m.timings.total_ms,
+                hit_ms: h.timings.first_answer_ms(),
+                miss_ms: m.timings.first_answer_ms(),
                 hit_seq: hit.seq,
                 miss_seq: miss.seq,
             };
-            decision = test.observe(pair.miss_ms - pair.hit_ms > threshold_ms);
+            decision = test.observe(pair.speedup_ms());
             pairs.push(pair);
         }
         let decision = decide(level == Level::SameKey, decision, cached_reported, cached_prefix);
@@ -430,7 +466,7 @@ impl Run<'_, '_> {
 }
 
 fn count_faster(level: &TimingLevel, threshold: f64) -> usize {
-    level.pairs.iter().filter(|p| p.miss_ms - p.hit_ms > threshold).count()
+    level.pairs.iter().filter(|p| p.speedup_ms() > threshold).count()
 }
 
 fn usage_note(level: &TimingLevel) -> String {
@@ -441,20 +477,6 @@ fn usage_note(level: &TimingLevel) -> String {
             "; the vendor's usage reported the shared prefix cached in {}/{} pairs",
             level.cached_prefix, level.cached_reported
         )
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
     }
 }
 
@@ -491,12 +513,5 @@ mod tests {
         assert!(Level::SameOrg.declared(Some(CacheScope::Org)));
         assert!(!Level::OtherOrg.declared(Some(CacheScope::Org)));
         assert!(Level::OtherOrg.declared(Some(CacheScope::Global)));
-    }
-
-    #[test]
-    fn median_of_even_and_odd() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
     }
 }

@@ -17,8 +17,9 @@
 //! a's canaries (the session's scan). Endpoints that change state (marked
 //! `changes_state`) are asked with b's key only when the profile allows it
 //! (`allow_state_changes = true`, for self-hosted servers); accepting one fails. A pass
-//! needs a's request to have been running while every endpoint was asked; the summary
-//! lists every endpoint and what each key got.
+//! needs a's request to have been running while every endpoint was asked, unless none
+//! answered b or no key (absent or refused for everyone: there is nothing such an
+//! endpoint could show them); the summary lists every endpoint and what each key got.
 
 use super::{Context, conclude, describe};
 use crate::adapter::{ChatRequest, Sampling};
@@ -196,6 +197,7 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         .map(|k| (k.label.clone(), crate::sha256_hex(k.secret.expose().as_bytes())))
         .collect();
 
+    let answered = |sent: &Sent| sent.exchange.status.is_some_and(|s| (200..300).contains(&s));
     // Tenant a's request must run while every endpoint is asked: where it ended
     // sooner (a fast server, a model that stops early), it is sent again with a new
     // prompt and twice the tokens (up to four times `max_tokens`), for up to `ROUNDS`
@@ -245,7 +247,11 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         coverage.prompt_tokens += PromptBuilder::default().tokens_for(prompt.len());
         coverage.max_prompt_tokens = coverage.max_prompt_tokens.max(PromptBuilder::default().tokens_for(prompt.len()));
         round += 1;
-        let retry = victim.exchange.is_success() && ran_for < asked_for && round < ROUNDS;
+        // Only an endpoint that answers another key, or none, could show it the
+        // request: where none does (absent or refused for everyone), the request need
+        // not be running while they are asked.
+        let open = answers.iter().any(|(_, key, sent)| key.as_deref() != Some(owner.as_str()) && answered(sent));
+        let retry = victim.exchange.is_success() && ran_for < asked_for && open && round < ROUNDS;
         let from = all.len();
         all.extend(answers);
         if !retry {
@@ -289,7 +295,7 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
             }
         }
         let text = ex.returned_text();
-        let answered = ex.status.is_some_and(|s| (200..300).contains(&s));
+        let answered = answered(sent);
         if key.as_deref() == Some(owner.as_str()) {
             if answered && text.contains(&shown_seed) {
                 seen_by_owner.push(name.clone());
@@ -370,6 +376,13 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         )
     };
     let in_flight = victim_ran_for >= asked_for;
+    // The endpoints of the last round that answered another key or no key: only they
+    // could have shown it a running request.
+    let open: Vec<String> = answers[listed_from..]
+        .iter()
+        .filter(|(_, key, sent)| key.as_deref() != Some(owner.as_str()) && answered(sent))
+        .map(|(i, _, _)| format!("{} {}", p.endpoints[*i].method, p.endpoints[*i].path))
+        .collect();
     let reached = if answers.iter().all(|(_, _, sent)| sent.exchange.status.is_none()) {
         Err(format!(
             "no endpoint could be asked ({}): the adapter or the network reaches only the API",
@@ -383,12 +396,26 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
             describe(&victim.exchange),
             victim.seq
         ))
-    } else if !in_flight {
+    } else if !in_flight && !open.is_empty() {
         Err(format!(
             "tenant {owner}'s request ended after {:.0} ms, before the endpoints had all been asked ({:.0} ms): \
-             what they would show of a running request is untested; asked: {}",
+             what {} would show of a running request is untested; asked: {}",
             victim_ran_for.as_secs_f64() * 1e3,
             asked_for.as_secs_f64() * 1e3,
+            open.join(", "),
+            listing.join("; ")
+        ))
+    } else if open.is_empty() {
+        let clean = if findings.is_empty() {
+            ", and no answer held anything of it, a credential or a key's hash"
+        } else {
+            ""
+        };
+        Ok(format!(
+            "{} endpoints asked with tenant {owner}'s key, tenant {other}'s and none: none answered another key or \
+             no key (absent or refused for everyone), so none could show it tenant {owner}'s requests{clean}\
+             {state_note}; asked: {}",
+            table.len(),
             listing.join("; ")
         ))
     } else {

@@ -83,6 +83,7 @@ registry! {
     objects::{CrossTenant},
     concurrency::{Binding},
     cache::{CrossTenantTiming},
+    response_cache::{ResponseReuse},
     extraction::{PrefixExtraction},
     metadata::{CrossTenant},
     neighbour::{NoisyNeighbour},

@@ -332,8 +332,7 @@ fn answered(ex: &crate::adapter::Exchange) -> bool {
 /// Milliseconds to the first token of an answer (to the whole answer, where the
 /// first token was not seen).
 fn ttft(sent: &Sent) -> f64 {
-    let t = &sent.exchange.timings;
-    t.first_token_ms.or(t.first_byte_ms).unwrap_or(t.total_ms)
+    sent.exchange.timings.first_answer_ms()
 }
 
 /// The 95th percentile (nearest rank) of `values`; 0 for none.

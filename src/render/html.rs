@@ -86,6 +86,9 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
     if let Some(why) = super::incomplete(report) {
         let _ = writeln!(h, "<p><b>Incomplete</b>: {}</p>", escape(&why));
     }
+    if let Some(r) = &report.rate_limits {
+        let _ = writeln!(h, "<p><b>Rate limits</b>: {}</p>", escape(&r.describe()));
+    }
     h.push_str("<h2>Cases</h2><table><tr><th>case</th><th>threat</th><th>severity</th><th>outcome</th><th>requests</th><th>prompt tokens</th><th>longest prompt</th><th>summary</th></tr>\n");
     for c in &report.cases {
         let cov = c.outcome.coverage;

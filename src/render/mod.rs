@@ -84,6 +84,9 @@ pub fn markdown(report: &Report, key_id: &str) -> String {
     if let Some(why) = incomplete(report) {
         let _ = writeln!(out, "**Incomplete**: {}\n", md(&why));
     }
+    if let Some(r) = &report.rate_limits {
+        let _ = writeln!(out, "**Rate limits**: {}\n", md(&r.describe()));
+    }
     out.push_str("| case | threat | verdict | summary |\n|---|---|---|---|\n");
     for c in &report.cases {
         let mut summary: String = c.outcome.summary.chars().take(160).collect();

@@ -37,6 +37,15 @@ impl Ran {
     fn dir(&self) -> std::path::PathBuf {
         self.tmp.path().join("run")
     }
+
+    /// The status of every answer to `case`, in transcript order.
+    fn statuses(&self, case: &str) -> Vec<u64> {
+        self.exchanges
+            .values()
+            .filter(|l| l["case"] == case)
+            .map(|l| l["exchange"]["status"].as_u64().unwrap())
+            .collect()
+    }
 }
 
 /// Runs `case` against a sim with `chaos`, through a profile with tight limits.
@@ -232,26 +241,43 @@ fn a_connection_reset_mid_stream_is_a_broken_answer() {
 fn a_429_is_retried_after_retry_after_then_given_up() {
     let ran = run("rate-limited", "stream.integrity");
     check(&ran, Verdict::Inconclusive, "HTTP 429", per_request(ran.requests));
-    // Each chat request: the first try and two retries, a second or more apart.
-    let chats: Vec<&serde_json::Value> = ran
-        .exchanges
-        .values()
-        .filter(|l| l["case"] == "stream.integrity")
-        .collect();
-    assert_eq!(chats.len() % 3, 0, "{}", chats.len());
-    assert!(chats.iter().all(|l| l["exchange"]["status"] == 429));
+    // Each chat request: the first try and the profile's five retries (the default
+    // rate_limit_retries), a second or more apart.
+    let chats = ran.statuses("stream.integrity");
+    assert_eq!(chats.len() % 6, 0, "{}", chats.len());
+    assert!(chats.iter().all(|s| *s == 429));
+    // The report counts them: every 429, and the five of six waited out.
+    let limits = ran.report.rate_limits.expect("the report counts the rate limits");
+    assert_eq!(limits.answers, chats.len() as u64);
+    assert_eq!(limits.waited_out, limits.answers / 6 * 5);
+    assert_eq!(limits.waited_secs, limits.waited_out);
+    assert!(ran.stdout.contains("rate limits:"), "{}", ran.stdout);
+}
+
+/// A per-key rate limit that answers three tries of four 429 with `Retry-After: 1`
+/// is waited out, in every request, and the case judges the answers it then gets: a
+/// rate limit is no failure, and no reason to be inconclusive. The report counts
+/// them, and `verify` holds the count to the transcript.
+#[test]
+fn rate_limits_are_waited_out_and_the_case_still_judges() {
+    let ran = run("rate-limit-bursts", "stream.integrity");
+    check(&ran, Verdict::Pass, "streams checked", per_request(ran.requests));
+    let statuses = ran.statuses("stream.integrity");
+    assert_eq!(statuses, [429, 429, 429, 200].repeat(statuses.len() / 4));
+    let limits = ran.report.rate_limits.expect("the report counts the rate limits");
+    assert_eq!(limits.answers, statuses.len() as u64 / 4 * 3);
+    assert_eq!(limits.waited_out, limits.answers);
+
+    // A report that hides them does not verify, though re-signed with the run's key.
+    let err = crate::common::resigned(&ran.dir(), |r| r.rate_limits = None).unwrap_err();
+    assert!(err.contains("answers with status 429"), "{err}");
 }
 
 #[test]
 fn bursts_of_503_are_retried_with_backoff_and_the_case_still_judges() {
     let ran = run("unavailable-bursts", "stream.integrity");
     check(&ran, Verdict::Pass, "streams checked", per_request(ran.requests));
-    let statuses: Vec<u64> = ran
-        .exchanges
-        .values()
-        .filter(|l| l["case"] == "stream.integrity")
-        .map(|l| l["exchange"]["status"].as_u64().unwrap())
-        .collect();
+    let statuses = ran.statuses("stream.integrity");
     assert_eq!(
         statuses,
         [503, 503, 200].repeat(statuses.len() / 3),

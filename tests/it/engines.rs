@@ -68,14 +68,7 @@ fn run_llama(
     }
     let (code, stdout, stderr) = output(&mut cmd);
     println!("{stdout}");
-    let _ = std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/target/test-artifacts"));
-    let _ = std::fs::write(
-        format!(
-            "{}/target/test-artifacts/llama-server-{name}.txt",
-            env!("CARGO_MANIFEST_DIR")
-        ),
-        &stdout,
-    );
+    crate::common::keep_artifact(&format!("llama-server-{name}.txt"), &stdout);
     let report = verified(&run_dir);
     (code, stdout, stderr, report)
 }

@@ -8,7 +8,7 @@
 //! TENANTCHECK_WRITE_MATRIX=1 cargo test --test it matrix::
 //! ```
 
-use crate::common::{Sim, TempDir, run_vendor};
+use crate::common::{Sim, TempDir, run_exact, run_vendor};
 use std::collections::{BTreeMap, BTreeSet};
 use tenantcheck::outcome::{FindingCode, Verdict};
 use tenantcheck::report::{self, key};
@@ -309,9 +309,17 @@ const ROWS: &[Row] = &[
         name: "prefix cache off",
         named: &[],
         flags: &["--prefix-cache", "off"],
-        inconclusive: &["cache.cross-tenant-timing", "cache.prefix-extraction"],
+        inconclusive: &[],
         fail: &[],
-        why: "no cache at all: the controls see none, so neither sharing nor extraction can be tested; never a pass",
+        why: "no cache at all: what the owner cannot see of its own prompts no other key can, so both pass, saying what they rule out (a cache answering 75% of repeats sooner; a saving a guess of 32 samples could read)",
+    },
+    Row {
+        name: "honest gateway: the API alone, no prefix cache",
+        named: &[],
+        flags: &["--prefix-cache", "off", "--api-only"],
+        inconclusive: &[],
+        fail: &[],
+        why: "no engine endpoint answers anyone (404 to every key) and no cache: every case passes, each saying what it ruled out",
     },
     Row {
         name: "stale-pages, leaks cut and mixed",
@@ -389,7 +397,136 @@ const ROWS: &[Row] = &[
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
         why: "each leak draws its own transforms (any of the above): named as the other tenant's text",
     },
+    Row {
+        name: "global-prefix-cache, no counter, transfer jitter",
+        named: &[],
+        flags: &[
+            "--fault",
+            "global-prefix-cache",
+            "--no-cache-counter",
+            "--prefill-ns-per-token",
+            "15000",
+            "--transfer-jitter",
+            "40",
+        ],
+        inconclusive: &[],
+        fail: &["cache.cross-tenant-timing"],
+        why: "a shared cache saving about 60 ms of prefill, and one answer in two ending 40 ms late: judged on the time the answers began, where the jitter is not, and time is the only channel",
+    },
+    Row {
+        name: "per-tenant cache, no counter, transfer jitter",
+        named: &[],
+        flags: &[
+            "--no-cache-counter",
+            "--prefill-ns-per-token",
+            "15000",
+            "--transfer-jitter",
+            "40",
+        ],
+        inconclusive: &[],
+        fail: &[],
+        why: "the same jitter over an honest cache: the other tenant's speed-up of half the control's is ruled out",
+    },
+    Row {
+        name: "global-prefix-cache, no counter, heavy latency jitter",
+        named: &[],
+        flags: &[
+            "--fault",
+            "global-prefix-cache",
+            "--no-cache-counter",
+            "--prefill-ns-per-token",
+            "15000",
+            "--latency-jitter",
+            "90",
+        ],
+        inconclusive: &[],
+        fail: &["cache.cross-tenant-timing"],
+        why: "every answer waits 0 to 90 ms before it begins, 1.5 times what the shared cache saves: still sooner in most pairs, never ruled out",
+    },
+    Row {
+        name: "per-tenant cache, no counter, heavy latency jitter",
+        named: &[],
+        flags: &[
+            "--no-cache-counter",
+            "--prefill-ns-per-token",
+            "15000",
+            "--latency-jitter",
+            "90",
+        ],
+        inconclusive: &[],
+        fail: &[],
+        why: "the same noise over an honest cache: more pairs, and a speed-up of half the control's is ruled out",
+    },
+    Row {
+        name: "shared response cache",
+        named: &[],
+        flags: &["--fault", "shared-response-cache"],
+        inconclusive: &[],
+        fail: &["cache.response-reuse"],
+        why: "a gateway's response cache keyed without the caller: tenant b's copy of tenant a's request gets a's answer, a's id and all",
+    },
+    Row {
+        name: "per-tenant response cache",
+        named: &[],
+        flags: &["--response-cache", "per-tenant"],
+        inconclusive: &[],
+        fail: &[],
+        why: "a response cache per caller: a's repeat gets a's stored answer (the control sees the cache), b's copy a fresh one",
+    },
+    Row {
+        name: "shared response cache that renames its hits, paced model",
+        named: &[],
+        flags: &["--response-cache", "global-renamed", "--plain-decode"],
+        inconclusive: &[],
+        fail: &["cache.response-reuse"],
+        why: "a stored answer given a new id and time: a's content, far sooner than the model answers b's own prompt with its prefix cached",
+    },
+    Row {
+        name: "shared semantic cache",
+        named: &[],
+        flags: &["--response-cache", "global-semantic"],
+        inconclusive: &[],
+        fail: &["cache.response-reuse"],
+        why: "a cache that matches requests by their figures: b's paraphrase of a's request gets a's answer (and with it a's request text)",
+    },
 ];
+
+/// Rows that run only the cases their filter selects (the others are "not run"): the
+/// timing rows slow every prompt's prefill fifteenfold so that a cache's saving shows
+/// above the jitter, which the rest of the suite need not pay for; the response-cache
+/// rows change what every identical request gets, which is that one case's concern
+/// (the extraction case's guesses repeat its control's requests, and what it reads
+/// from a shared response cache follows the digits a run draws).
+const ONLY: &[(&str, &str)] = &[
+    ("shared response cache", "cache.response-reuse"),
+    ("per-tenant response cache", "cache.response-reuse"),
+    (
+        "shared response cache that renames its hits, paced model",
+        "cache.response-reuse",
+    ),
+    ("shared semantic cache", "cache.response-reuse"),
+    (
+        "global-prefix-cache, no counter, transfer jitter",
+        "cache.cross-tenant-timing",
+    ),
+    (
+        "per-tenant cache, no counter, transfer jitter",
+        "cache.cross-tenant-timing",
+    ),
+    (
+        "global-prefix-cache, no counter, heavy latency jitter",
+        "cache.cross-tenant-timing",
+    ),
+    (
+        "per-tenant cache, no counter, heavy latency jitter",
+        "cache.cross-tenant-timing",
+    ),
+];
+
+/// The cases a row runs: the filter of [`ONLY`], or the whole suite.
+fn only(row: &Row) -> Option<&'static str> {
+    ONLY.iter().find(|(name, _)| *name == row.name).map(|(_, case)| *case)
+}
 
 /// Cells whose verdict depends on the order the run draws for its cases, and is one of
 /// two, never a pass: (row, case). Under `stale-pages` a long prompt reads whatever
@@ -407,13 +544,16 @@ const EITHER: &[(&str, &str)] = &[
 ];
 
 /// Each case's verdict, and the cases that named another tenant's text in an answer.
-fn verdicts(flags: &[&str], tmp: &TempDir, tag: &str) -> (BTreeMap<String, Verdict>, BTreeSet<String>) {
-    let sim = Sim::start("matrix-key-a", "matrix-key-b", flags);
+fn verdicts(row: &Row, tmp: &TempDir, tag: &str) -> (BTreeMap<String, Verdict>, BTreeSet<String>) {
+    let sim = Sim::start("matrix-key-a", "matrix-key-b", row.flags);
     let dir = tmp.path().join(tag);
     std::fs::create_dir_all(&dir).unwrap();
     let profile = sim.profile(&dir);
     let run_dir = dir.join("run");
-    let (code, stdout, stderr) = run_vendor(&profile, &run_dir, "matrix-key-a", "matrix-key-b");
+    let (code, stdout, stderr) = match only(row) {
+        Some(case) => run_exact(&profile, &run_dir, case, "matrix-key-a", "matrix-key-b"),
+        None => run_vendor(&profile, &run_dir, "matrix-key-a", "matrix-key-b"),
+    };
     assert!(
         matches!(code, Some(0 | 1 | 3)),
         "{tag}: exit {code:?}\n{stdout}\n{stderr}"
@@ -458,27 +598,44 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
         "# Detection matrix\n\nThe whole suite against the reference vendor (`tenantcheck sim`, context 8,192), healthy and with each fault. \
          Generated from real runs by `TENANTCHECK_WRITE_MATRIX=1 cargo test --test it matrix::`; the test fails when this file is stale.\n\n",
     );
-    let mut header_done = false;
+    let mut columns: Vec<String> = Vec::new();
     let mut mismatches = Vec::new();
     for (i, row) in ROWS.iter().enumerate() {
-        let (got, named) = verdicts(row.flags, &tmp, &format!("row{i}"));
+        let (got, named) = verdicts(row, &tmp, &format!("row{i}"));
+        if let Some(case) = only(row) {
+            assert!(got.contains_key(case), "{}: {case} did not run", row.name);
+        }
         for case in row.named {
             if !named.contains(*case) {
                 mismatches.push(format!("{}: {case} did not name the other tenant's text", row.name));
             }
         }
-        if !header_done {
+        if columns.is_empty() {
+            assert!(only(row).is_none(), "the first row runs the whole suite");
+            columns = got.keys().cloned().collect();
             table.push_str("| sim | flags |");
-            for case in got.keys() {
+            for case in &columns {
                 table.push_str(&format!(" {case} |"));
             }
             table.push_str(" why |\n|---|---|");
-            table.push_str(&"---|".repeat(got.len() + 1));
+            table.push_str(&"---|".repeat(columns.len() + 1));
             table.push('\n');
-            header_done = true;
         }
         table.push_str(&format!("| {} | `{}` |", row.name, row.flags.join(" ")));
-        for (case, verdict) in &got {
+        for case in &columns {
+            let Some(verdict) = got.get(case) else {
+                assert!(only(row).is_some(), "{}: {case} did not run", row.name);
+                table.push_str(" not run |");
+                continue;
+            };
+            if only(row).is_some_and(|run| run != case) {
+                // A filtered run lists the cases it left out as skipped.
+                if *verdict != Verdict::Skipped {
+                    mismatches.push(format!("{}: {case} is {verdict:?}, expected it not run", row.name));
+                }
+                table.push_str(" not run |");
+                continue;
+            }
             if EITHER.contains(&(row.name, case.as_str())) {
                 if !matches!(verdict, Verdict::Fail | Verdict::Inconclusive) {
                     mismatches.push(format!(

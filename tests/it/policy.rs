@@ -51,7 +51,7 @@ context_window = 8192
 max_age_days = 1
 challenge = "{CHALLENGE}"
 [coverage]
-min_context_share = 0.9
+min_context_share = 0.95
 min_power = 0.99
 [declared]
 facts = ["engine"]
@@ -114,6 +114,14 @@ facts = ["engine"]
         ),
         "signer: one of the trusted keys",
     );
+    // The shipped example policy's share (0.95) is met; the longest prompt the
+    // boundary may send leaves room for its answer and a margin (97.4% of 8,192), so
+    // 99% never is.
+    unmet(
+        &full,
+        &with("min_context_share = 0.95", "min_context_share = 0.99"),
+        "coverage: context.boundary processed at least 99% of the context",
+    );
     unmet(
         &full,
         &format!("{policy}[cases.by_case]\n\"usage.consistency\" = [\"fail\", \"inconclusive\"]\n"),
@@ -169,7 +177,7 @@ facts = ["engine"]
     assert!(
         stdout
             .lines()
-            .any(|l| l.starts_with("policy: UNMET cases: every case of the suite ran (1 of 14 ran")),
+            .any(|l| l.starts_with("policy: UNMET cases: every case of the suite ran (1 of 15 ran")),
         "{stdout}"
     );
     // The buyer who asks for that case alone accepts it.

@@ -26,10 +26,14 @@ fn embedded_default_run_passes_and_its_report_verifies() {
     assert!(
         stdout
             .lines()
-            .any(|l| l.contains("isolation.canary-residue ") && l.ends_with("... ok"))
-            && stdout.contains(&format!("{} passed", tenantcheck::suite::Suite::builtin().cases.len())),
+            .any(|l| l == "test [T1] isolation.canary-residue ... PASS")
+            && stdout.contains(&format!(
+                "test result: PASS. {} passed; 0 failed; 0 inconclusive; 0 skipped; 0 filtered out",
+                tenantcheck::suite::Suite::builtin().cases.len()
+            )),
         "{stdout}"
     );
+    assert!(!stdout.contains("... ok") && !stdout.contains("FAILED"), "{stdout}");
     for file in [
         report::ENVELOPE_FILE,
         report::TRANSCRIPT_FILE,
@@ -226,9 +230,10 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
     assert!(
         stdout
             .lines()
-            .any(|l| l.contains("isolation.canary-residue ") && l.ends_with("... FAILED")),
+            .any(|l| l.contains("isolation.canary-residue ") && l.ends_with("... FAIL")),
         "{stdout}"
     );
+    assert!(stdout.contains("test result: FAIL. "), "{stdout}");
 
     let report = verified(&run_dir);
     assert_eq!(report.verdict, Verdict::Fail);
@@ -965,6 +970,13 @@ fn budgets_stop_sending_and_leave_the_cut_cases_inconclusive() {
             "{stdout}"
         );
         assert!(stdout.contains("sent:       "), "{stdout}");
+        // The trial list says what the report says, line by line.
+        for c in &report.cases {
+            let line = format!("test [{}] {} ... {}", c.threat, c.id, c.outcome.verdict.label());
+            assert!(stdout.lines().any(|l| l == line), "{line} missing:\n{stdout}");
+        }
+        assert!(stdout.contains("test result: INCONCLUSIVE. "), "{stdout}");
+        assert!(!stdout.contains("FAILED"), "{stdout}");
     }
     let (code, _, stderr) = output(tenantcheck().args(["run", "--budget-usd", "1"]));
     assert_eq!(code, Some(2), "{stderr}");

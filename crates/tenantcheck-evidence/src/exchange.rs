@@ -182,6 +182,17 @@ pub struct Timings {
     pub total_ms: f64,
 }
 
+impl Timings {
+    /// Milliseconds until the vendor began to answer: the first frame carrying content
+    /// of a stream, else the response headers, else (neither seen) the whole answer.
+    /// This is the clock of the timing tests: it holds the prefill a cache saves, and
+    /// none of what the transfer of the body adds (a server writing its headers and
+    /// body apart, a delayed acknowledgement holding the second write).
+    pub fn first_answer_ms(&self) -> f64 {
+        self.first_token_ms.or(self.first_byte_ms).unwrap_or(self.total_ms)
+    }
+}
+
 /// One server-sent event.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -144,13 +144,18 @@ impl NodeCoverage {
                     self.max_unseen
                 )
             }
-            None => match self.declared {
-                Some(n) => format!(
-                    "no node named; of {n} declared nodes, the chance that uniform routing left one without any of the {} exposures is {unseen} (at most {})",
-                    self.total_exposures, self.max_unseen
-                ),
-                None => "no node named and no node count declared: node coverage unknown".into(),
-            },
+            None => {
+                let coverage = match self.declared {
+                    Some(n) => format!(
+                        "no node named; of {n} declared nodes, the chance that uniform routing left one without any of the {} exposures is {unseen} (at most {})",
+                        self.total_exposures, self.max_unseen
+                    ),
+                    None => "no node named and no node count declared: node coverage unknown".into(),
+                };
+                format!(
+                    "{coverage}; the nodes were not identified, so a leak rate ruled out is the run's, over whichever nodes served it, not each node's (one bad node among many leaks in that share of requests only)"
+                )
+            }
         }
     }
 }

@@ -543,15 +543,16 @@ pub struct TimingLevel {
     pub victim: String,
     /// The tenant that then sent the hit and miss arms.
     pub attacker: String,
-    /// A pair counts as faster when miss − hit exceeds this many milliseconds (0 for
-    /// the control; half the control's median speed-up for the others).
+    /// 0 for the control; for another key, the bound: the speed-up "not shared" rules
+    /// out (the case's `equivalence` × the control's median speed-up).
     pub threshold_ms: f64,
     /// Every pair, in order.
     pub pairs: Vec<TimingPair>,
     /// What the level decided.
     pub decision: CacheDecision,
-    /// log10 of the sequential test's evidence against "no speed-up" and against "a
-    /// speed-up"; a decision needs log10(1/α).
+    /// log10 of the sequential tests' evidence against "no speed-up" and against "a
+    /// speed-up" (of the control's effect size, or of the bound); a decision needs
+    /// log10(1/α).
     pub log10_evidence: [f64; 2],
     /// Pairs in which the vendor reported cached prompt tokens for both arms.
     pub cached_reported: u32,
@@ -564,14 +565,22 @@ pub struct TimingLevel {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimingPair {
-    /// Milliseconds to the answer of the prompt sharing the prefix.
+    /// Milliseconds until the vendor began to answer the prompt sharing the prefix
+    /// ([`Timings::first_answer_ms`](crate::exchange::Timings::first_answer_ms)).
     pub hit_ms: f64,
-    /// Milliseconds to the answer of the fresh prompt.
+    /// Milliseconds until the vendor began to answer the fresh prompt.
     pub miss_ms: f64,
     /// The hit arm's transcript line.
     pub hit_seq: u64,
     /// The miss arm's transcript line.
     pub miss_seq: u64,
+}
+
+impl TimingPair {
+    /// Miss − hit, in milliseconds.
+    pub fn speedup_ms(&self) -> f64 {
+        self.miss_ms - self.hit_ms
+    }
 }
 
 /// What one timing level decided.
@@ -717,6 +726,14 @@ pub enum FindingCode {
     /// One tenant read another's secret out of a shared prefix cache, guessing it
     /// piece by piece through the reuse counter of its own answers (T7).
     PrefixExtracted,
+    /// One tenant's request was answered with the answer another tenant's request had
+    /// been given (its id, its creation time, or its content far sooner than the model
+    /// answers): a response cache keyed without the caller (T7, T1).
+    ResponseReused,
+    /// A request that means what another tenant's meant, in other words, was answered
+    /// with the other tenant's answer: a semantic cache keyed without the caller (T7,
+    /// T1).
+    SemanticResponseReused,
     /// A request was answered with a redirect (3xx) instead of an answer. tenantcheck
     /// follows none, so no credential leaves the vendor's origin, and the answer it
     /// pointed to was not judged; an API that redirects its calls would take a client

@@ -46,6 +46,16 @@ pub struct VendorProfile {
     /// such a request stops the run at once.) Default 20.
     #[serde(default = "default_stop_after_server_errors")]
     pub stop_after_server_errors: u32,
+    /// The longest wait, in seconds, a rate limit or an unavailable answer (429, 503)
+    /// may ask for in its `Retry-After` to be waited out and the request tried again
+    /// (in every case, each try in the transcript); an answer asking for longer is kept
+    /// as it is. Default 30.
+    #[serde(default = "default_max_retry_after_secs")]
+    pub max_retry_after_secs: u64,
+    /// How many times one request is tried again after rate limits (a 429 or 503 with
+    /// a `Retry-After` within `max_retry_after_secs`). Default 5.
+    #[serde(default = "default_rate_limit_retries")]
+    pub rate_limit_retries: u32,
     /// How many requests may be in flight at once, over all tenants.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
@@ -365,6 +375,14 @@ fn default_max_response_bytes() -> u64 {
 
 fn default_stop_after_server_errors() -> u32 {
     20
+}
+
+fn default_max_retry_after_secs() -> u64 {
+    30
+}
+
+fn default_rate_limit_retries() -> u32 {
+    5
 }
 
 fn default_concurrency() -> u32 {

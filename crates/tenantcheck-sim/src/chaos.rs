@@ -48,6 +48,9 @@ pub enum Chaos {
     /// Answers two requests out of every three 503 (no `Retry-After`); the third is
     /// served as usual.
     UnavailableBursts,
+    /// Answers three requests out of every four 429 with `Retry-After: 1` (a
+    /// per-key rate limit a client must wait out); the fourth is served as usual.
+    RateLimitBursts,
     /// Serves the usual answer labelled `text/html`.
     WrongContentType,
     /// Answers 200 with `Content-Encoding: gzip` and a body that inflates to 1 GiB of
@@ -86,6 +89,7 @@ impl Chaos {
         Chaos::ResetMidStream,
         Chaos::RateLimited,
         Chaos::UnavailableBursts,
+        Chaos::RateLimitBursts,
         Chaos::WrongContentType,
         Chaos::GzipBomb,
         Chaos::SlowHeaders,
@@ -222,21 +226,14 @@ pub(super) async fn layer(State(state): State<Arc<ChaosState>>, request: Request
             });
             stream_response(Body::from_stream(frames))
         }
-        Chaos::RateLimited => {
-            let mut r = openai_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_exceeded",
-                "Rate limit reached for requests. Please try again in 1s.",
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            r
-        }
+        Chaos::RateLimited => rate_limited(),
+        Chaos::RateLimitBursts if n % 4 != 3 => rate_limited(),
         Chaos::UnavailableBursts if n % 3 != 2 => openai_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "overloaded",
             "The engine is currently overloaded, please try again later.",
         ),
-        Chaos::UnavailableBursts | Chaos::SlowHeaders => next.run(request).await,
+        Chaos::UnavailableBursts | Chaos::RateLimitBursts | Chaos::SlowHeaders => next.run(request).await,
         Chaos::WrongContentType => {
             let mut r = next.run(request).await;
             r.headers_mut()
@@ -366,6 +363,18 @@ fn stream_response(body: Body) -> Response {
     let mut r = Response::new(body);
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    r
+}
+
+/// A 429 that asks to be tried again in a second.
+fn rate_limited() -> Response {
+    let mut r = openai_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limit_exceeded",
+        "Rate limit reached for requests. Please try again in 1s.",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     r
 }
 

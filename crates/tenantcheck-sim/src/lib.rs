@@ -18,7 +18,7 @@
 //!   bearer keys mapped to tenants, OpenAI-style error bodies.
 //!
 //! [`chaos`] makes it a hostile vendor at the HTTP level instead (`--chaos NAME`), for
-//! the harness's own tests.
+//! the harness's own tests; [`jitter`] makes its timing noisy, as real servers' is.
 //!
 //! A leak in the sim is never printed on purpose: it happens only when a fault makes
 //! the engine skip a write, so that the model reads what earlier requests left in
@@ -28,9 +28,11 @@ pub mod chaos;
 mod engine;
 pub mod fleet;
 pub mod intermittent;
+pub mod jitter;
 pub mod kv;
 pub mod model;
 pub mod prefix;
+pub mod responses;
 pub mod scheduler;
 mod server;
 pub mod transform;
@@ -39,7 +41,9 @@ pub use tenantcheck_evidence::tokenizer;
 pub use chaos::Chaos;
 pub use engine::{Engine, EngineError, Generation};
 pub use fleet::{Fleet, Routing};
+pub use jitter::Jitter;
 pub use prefix::PrefixCacheScope;
+pub use responses::ResponseCacheScope;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -123,6 +127,11 @@ pub enum Fault {
     /// accepted from any key, as llama.cpp's server does. Without the fault, `/slots`
     /// shows a tenant its own requests only and takes no action.
     MetadataEndpoint,
+    /// A response cache in front of the model shared by every tenant: a request one
+    /// tenant sent is answered for another from the stored answer, id and all (the
+    /// same as `--response-cache global`; LiteLLM's proxy with `cache: true` and no
+    /// caller in its key).
+    SharedResponseCache,
     /// One KV pool for every request, and no waiting for it: a request that finds too
     /// few free pages fails, and so does every request in flight at that moment, with
     /// HTTP 500 "Context size has been exceeded" (llama.cpp's server with
@@ -147,6 +156,7 @@ impl Fault {
         Fault::ContextShift,
         Fault::MetadataEndpoint,
         Fault::PoolOverflow,
+        Fault::SharedResponseCache,
     ];
 
     /// The fault's name on the command line.
@@ -166,6 +176,7 @@ impl Fault {
             Fault::ContextShift => "context-shift",
             Fault::MetadataEndpoint => "metadata-endpoint",
             Fault::PoolOverflow => "pool-overflow",
+            Fault::SharedResponseCache => "shared-response-cache",
         }
     }
 }
@@ -214,6 +225,9 @@ pub struct SimConfig {
     /// Who shares the prompt-prefix cache (the fault `global-prefix-cache` makes it
     /// global).
     pub prefix_cache: PrefixCacheScope,
+    /// Who shares the response cache in front of the model (the fault
+    /// `shared-response-cache` makes it global).
+    pub response_cache: ResponseCacheScope,
     /// Prefill time charged per uncached prompt token.
     pub prefill_per_token: Duration,
     /// Time between two tokens of a stream (one decode step).
@@ -241,6 +255,13 @@ pub struct SimConfig {
     /// Answers say nothing of the prompt cache (no `prompt_tokens_details`), as many
     /// hosted APIs do; the cache still speeds shared prefixes up (not a fault).
     pub no_cache_counter: bool,
+    /// Plain (not streamed) answers take a decode step per token too, as a real model's
+    /// do (`--plain-decode`); by default only streams are paced, so that the suite runs
+    /// in seconds.
+    pub plain_decode: bool,
+    /// Only the API is served: no engine endpoint (`/slots`) answers anyone, as
+    /// behind a gateway that forwards the API alone (`--api-only`).
+    pub api_only: bool,
     /// Another customer's traffic fills every free page before each request
     /// (`--background-tenant`).
     pub background_tenant: bool,
@@ -251,6 +272,8 @@ pub struct SimConfig {
     pub redirect_to: Option<String>,
     /// Many nodes behind a router, the faults on some of them; `None`: one node.
     pub fleet: Option<Fleet>,
+    /// How noisy its timing is (`--transfer-jitter`, `--latency-jitter`).
+    pub jitter: jitter::Jitter,
     /// Put in every chat completion and chunk as `system_fingerprint` (OpenAI's
     /// field); a fleet with [`Fleet::node_fingerprint`] gives each node its own.
     pub system_fingerprint: Option<String>,
@@ -260,7 +283,7 @@ impl SimConfig {
     /// A healthy sim with these tenants and the defaults: model `sim-1`, 8,192-token
     /// context, 16-token pages, one pool for two full contexts, a per-tenant prefix
     /// cache, 1 µs of prefill per uncached token, 1 ms per streamed token, a batch of
-    /// 256.
+    /// 256, no response cache.
     pub fn new(tenants: Vec<(String, ApiKey)>) -> Self {
         SimConfig {
             model: "sim-1".into(),
@@ -273,6 +296,7 @@ impl SimConfig {
             truncate_to: None,
             tenants,
             prefix_cache: PrefixCacheScope::PerTenant,
+            response_cache: ResponseCacheScope::Off,
             prefill_per_token: DEFAULT_PREFILL_PER_TOKEN,
             decode_step: DEFAULT_DECODE_STEP,
             batch: DEFAULT_BATCH,
@@ -283,10 +307,13 @@ impl SimConfig {
             leak_transform: None,
             leak_rate: (1.0, 0),
             no_cache_counter: false,
+            plain_decode: false,
+            api_only: false,
             background_tenant: false,
             chaos: None,
             redirect_to: None,
             system_fingerprint: None,
+            jitter: jitter::Jitter::default(),
             fleet: None,
         }
     }
@@ -297,6 +324,15 @@ impl SimConfig {
             PrefixCacheScope::Global
         } else {
             self.prefix_cache
+        }
+    }
+
+    /// The response cache's scope, with the fault `shared-response-cache` applied.
+    pub fn response_cache(&self) -> ResponseCacheScope {
+        if self.has(Fault::SharedResponseCache) && self.response_cache == ResponseCacheScope::Off {
+            ResponseCacheScope::Global
+        } else {
+            self.response_cache
         }
     }
 

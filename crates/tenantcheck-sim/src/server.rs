@@ -39,6 +39,10 @@ struct Sim {
     fingerprint: Option<String>,
     /// API key → tenant label.
     keys: HashMap<String, String>,
+    /// The response cache in front of the model.
+    responses: crate::responses::ResponseCache,
+    /// A plain answer's pause per token, where plain answers are paced.
+    plain_step: Option<std::time::Duration>,
     /// Requests being served, by id, as `GET /slots` shows them.
     slots: std::sync::Mutex<std::collections::BTreeMap<u64, SlotView>>,
     next_slot: std::sync::atomic::AtomicU64,
@@ -82,6 +86,8 @@ pub(super) fn router(config: SimConfig) -> Router {
         faults: config.faults.clone(),
         truncate_to: config.truncate_to(),
         cache_counter: !config.no_cache_counter,
+        responses: crate::responses::ResponseCache::new(config.response_cache()),
+        plain_step: config.plain_decode.then_some(config.decode_step),
         fingerprint: config.system_fingerprint.clone(),
         model: config.model,
         context: config.context,
@@ -93,13 +99,17 @@ pub(super) fn router(config: SimConfig) -> Router {
         slots: Default::default(),
         next_slot: Default::default(),
     };
-    let router = Router::new()
+    let mut router = Router::new()
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/responses", post(create_response))
-        .route("/v1/responses/{id}", get(get_response))
-        .route("/slots", get(slots))
-        .route("/slots/{id}", post(slot_action))
+        .route("/v1/responses/{id}", get(get_response));
+    if !with.api_only {
+        router = router
+            .route("/slots", get(slots))
+            .route("/slots/{id}", post(slot_action));
+    }
+    let router = router
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -114,14 +124,22 @@ pub(super) fn router(config: SimConfig) -> Router {
     with_chaos(router, &with)
 }
 
-/// `router` behind the configured chaos, if any.
+/// `router` behind the configured chaos and jitter, if any.
 pub(crate) fn with_chaos(router: Router, config: &SimConfig) -> Router {
-    match config.chaos {
+    let router = match config.chaos {
         Some(chaos) => router.layer(axum::middleware::from_fn_with_state(
             super::chaos::ChaosState::new(chaos, config.redirect_to.clone()),
             super::chaos::layer,
         )),
         None => router,
+    };
+    if config.jitter.any() {
+        router.layer(axum::middleware::from_fn_with_state(
+            super::jitter::JitterState::new(config.jitter),
+            super::jitter::layer,
+        ))
+    } else {
+        router
     }
 }
 
@@ -271,6 +289,10 @@ struct Reply {
     cached_tokens: usize,
     /// Keeps the request in `/slots` until its answer has been sent.
     in_flight: Option<InFlight>,
+    /// The id and time of a stored answer given again; `None`: new ones.
+    identity: Option<(String, u64)>,
+    /// The response cache's key for the request, where the answer is to be kept.
+    keep_as: Option<u64>,
 }
 
 impl From<super::Generation> for Reply {
@@ -282,6 +304,8 @@ impl From<super::Generation> for Reply {
             finish_reason: g.finish_reason,
             cached_tokens: g.cached_tokens,
             in_flight: None,
+            identity: None,
+            keep_as: None,
         }
     }
 }
@@ -308,6 +332,8 @@ impl Sim {
                 finish_reason: "stop",
                 cached_tokens: 0,
                 in_flight: None,
+                identity: None,
+                keep_as: None,
             };
             return self.reply(delivery, empty).await;
         }
@@ -326,14 +352,23 @@ impl Sim {
 
     /// A successful answer, as a body or a stream, carried through a decode slot.
     async fn reply(self: &Arc<Self>, delivery: Delivery, reply: Reply) -> Response {
-        let id = format!(
-            "chatcmpl-{}",
-            tenantcheck_evidence::hex(&tenantcheck_evidence::random_bytes::<12>())
-        );
-        let created = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let (id, created) = reply
+            .identity
+            .clone()
+            .unwrap_or_else(|| (crate::responses::new_id(), crate::responses::now()));
+        if let Some(key) = reply.keep_as {
+            self.responses.put(
+                key,
+                crate::responses::Stored {
+                    id: id.clone(),
+                    created,
+                    text: reply.text.clone(),
+                    prompt_tokens: reply.prompt_tokens,
+                    completion_tokens: reply.completion_tokens,
+                    finish_reason: reply.finish_reason,
+                },
+            );
+        }
         let reported_prompt = if self.has(Fault::UsageMisreport) {
             reply.prompt_tokens * 3 / 4
         } else {
@@ -378,6 +413,10 @@ impl Sim {
             );
             Sse::new(events).into_response()
         } else {
+            // A stored answer given again is not decoded.
+            if let (Some(step), None) = (self.plain_step, &reply.identity) {
+                tokio::time::sleep(step * reply.completion_tokens as u32).await;
+            }
             let mut body = json!({
                 "id": id, "object": "chat.completion", "created": created, "model": self.model,
                 "choices": [{
@@ -593,6 +632,23 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
         }
         return sim.refuse(delivery, bad, "context_length_exceeded", &msg).await;
     }
+    // A response cache answers before the model sees the request.
+    let keep_as = sim
+        .responses
+        .key(tenant, &req.model, &prompt, max_tokens, req.temperature);
+    if let Some(stored) = keep_as.and_then(|k| sim.responses.get(k)) {
+        let reply = Reply {
+            text: stored.text,
+            prompt_tokens: stored.prompt_tokens,
+            completion_tokens: stored.completion_tokens,
+            finish_reason: stored.finish_reason,
+            cached_tokens: 0,
+            in_flight: None,
+            identity: Some((stored.id, stored.created)),
+            keep_as: None,
+        };
+        return sim.reply(delivery, reply).await;
+    }
     let id = sim.next_slot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     sim.slots.lock().expect("slots lock poisoned").insert(
         id,
@@ -617,6 +673,7 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
                 reply.prompt_tokens = whole;
             }
             reply.in_flight = Some(in_flight);
+            reply.keep_as = keep_as;
             sim.reply(delivery, reply).await
         }
         Err(e @ EngineError::Busy(_)) => {

@@ -13,8 +13,8 @@
 //! 2. Control: tenant a sends its own prompt cut after the first digit's text, once
 //!    with the right digit and once with `x` in its place. A right guess must reuse
 //!    more than a wrong one; if it does not for the owner itself (no counter, no cache,
-//!    or counted blocks longer than `block_tokens`), the case cannot see an extraction
-//!    and is inconclusive.
+//!    or counted blocks longer than `block_tokens`), the counter cannot tell anyone a
+//!    digit, and the case times the guesses instead ([`timed`]).
 //! 3. Tenant b (the thief) primes its own cache with the document and an `x` digit, then
 //!    guesses each digit in turn, in an order drawn from the run secret: the same prompt,
 //!    the guessed digit, and the text after it. A wrong guess reuses what b itself sent
@@ -32,8 +32,11 @@
 //! Verdict: fail when b recovered any digit of a's secret (the finding names what was
 //! recovered, whether it equals a's secret, the guesses used and the channel); pass
 //! when b's guesses reused nothing of a's prompt while a's own control shows the
-//! counter would have told; inconclusive when the control does not hold. Digits b
-//! "recovered" that are not a's are no leak, and make the case inconclusive.
+//! counter would have told, or when neither the counter nor the time shows a's own
+//! reuse to a itself with as many samples as a guess takes (the pass says what it
+//! rules out); inconclusive when the control shows reuse too faintly to judge a guess
+//! by. Digits b "recovered" that are not a's are no leak, and make the case
+//! inconclusive.
 //!
 //! Where answers carry no counter (many hosted APIs report none), the case times the
 //! guesses instead ([`timed`]): the same steps, each guess a chain of samples judged by
@@ -293,7 +296,11 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
     //    the case to the timed search.
     let victims = sizer.send_request(victim, &ask(victim, secret.whole()), false).await?;
     if victims.exchange.is_success() && victims.exchange.usage.and_then(|u| u.cached_tokens).is_none() {
-        return timed::extract(p, ctx, sizer, &victims).await;
+        let why = format!(
+            "tenant {victim}'s prompt (transcript #{}) reported no reuse counter: the case timed the guesses instead",
+            victims.seq
+        );
+        return timed::extract(p, ctx, sizer, why).await;
     }
     if counted(&victims, &format!("tenant {victim}'s prompt"), &mut unjudged).is_none() {
         return Ok(inconclusive(unjudged, sizer));
@@ -310,13 +317,16 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
         return Ok(inconclusive(unjudged, sizer));
     };
     if r <= w {
-        unjudged.push(format!(
+        // The counter tells the owner nothing (no prefix cache, or reuse counted in
+        // blocks longer than a digit's text): the time may still tell, so the guesses
+        // are timed, and the timed control decides whether anyone could read them.
+        let why = format!(
             "tenant {victim}'s own guesses at its first digit reused {r} tokens when right and {w} when wrong \
              (transcript #{}, #{}): the counter does not tell a right guess from a wrong one here (no prefix cache, \
-             or reuse counted in blocks longer than block_tokens = {})",
+             or reuse counted in blocks longer than block_tokens = {}), so the case timed the guesses instead",
             own_right.seq, own_wrong.seq, p.block_tokens
-        ));
-        return Ok(inconclusive(unjudged, sizer));
+        );
+        return timed::extract(p, ctx, sizer, why).await;
     }
     let margin = (r - w).div_ceil(2);
     let control = format!(

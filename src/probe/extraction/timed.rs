@@ -10,23 +10,24 @@
 //!
 //! Each sample is paired with the same cut of a *baseline* chain, the position's
 //! prompt with a letter in the digit's place (certainly wrong, one letter per guess so
-//! that no baseline is cached by another's), sent just before or after it in turns.
-//! A pair says "faster" when the guess took less time than its baseline by more than
-//! the threshold, half the median difference tenant a's own right guess made in its
-//! control. A sequential test per guess (anytime-valid, as the timing case's) stops as
-//! soon as the pairs decide: an effect (the digit is a's) or none.
+//! that no baseline is cached by another's), sent just before or after it in an order
+//! drawn from the run secret. Every time is until the vendor began to answer
+//! (`Timings::first_answer_ms`), never the whole answer.
+//! A pair says "faster" when the guess began to be answered sooner than its baseline
+//! by more than the threshold, half the median difference tenant a's own right guess
+//! made in its control. A sequential test per guess (anytime-valid, as the timing
+//! case's) stops as soon as the pairs decide: faster in more than half the pairs (the
+//! digit is a's), or in fewer than half (a speed-up of the threshold is ruled out: the
+//! guess was not reused).
 
 use super::{ExtractionParams, Guesses, inconclusive};
 use crate::adapter::ChatRequest;
 use crate::judge::sequential::{Decision, SequentialTest};
+use crate::canary::RunSecret;
 use crate::outcome::Outcome;
 use crate::probe::{Context, Sizer, describe};
 use crate::prompt::Filler;
 use crate::session::{Sent, SessionError};
-
-/// The effect size the sequential test looks for: a right guess is faster than its
-/// baseline in at least 4 pairs of 5. The control shows at least 5 in 6 (10 of 12).
-const P1: f64 = 0.8;
 
 /// Control pairs of tenant a's own right guess against a baseline.
 const CONTROL_PAIRS: usize = 12;
@@ -104,13 +105,38 @@ pub fn threshold(control: &[f64]) -> Option<f64> {
     (6 * passed >= 5 * control.len()).then_some(theta)
 }
 
-/// Runs the timed search, after tenant a's counter-less prompt (`first`, in its
-/// counter layout) showed there is no counter to read.
+/// The chance that a fair coin lands heads at least `k` times in `n` tosses: how
+/// often pairs whose arms are exchangeable (no reuse) show the guess sooner `k` times.
+fn sign_tail(n: usize, k: usize) -> f64 {
+    let mut choose = 1.0f64;
+    let mut tail = 0.0;
+    for i in 0..=n {
+        if i >= k {
+            tail += choose;
+        }
+        choose = choose * (n - i) as f64 / (i + 1) as f64;
+    }
+    tail / 2f64.powi(n as i32)
+}
+
+/// The one-sided 95% upper bound on the median of `gains` (the sign test's order
+/// statistic): the median saving above it is ruled out.
+fn median_upper_bound(gains: &[f64]) -> f64 {
+    let mut sorted = gains.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    // The smallest order statistic j (1-based) with P(more than j − 1 below the median) ≤ 5%.
+    let j = (1..=n).find(|&j| sign_tail(n, j) <= 0.05).unwrap_or(n);
+    sorted[j - 1]
+}
+
+/// Runs the timed search, after tenant a's prompt and control in the counter layout
+/// showed no counter that could be read; `why` says what they showed.
 pub(super) async fn extract(
     p: &ExtractionParams,
     ctx: Context<'_>,
     mut sizer: Sizer<'_>,
-    first: &Sent,
+    why: String,
 ) -> Result<Outcome, SessionError> {
     let labels: Vec<String> = ctx.session.tenant_labels().into_iter().map(str::to_owned).collect();
     let (victim, thief) = (&labels[0], &labels[1]);
@@ -122,13 +148,10 @@ pub(super) async fn extract(
         cache_salt: super::salt(&ctx, tenant),
         ..ChatRequest::user(prompt, 1)
     };
-    let mut unjudged = vec![format!(
-        "tenant {victim}'s prompt (transcript #{}) reported no reuse counter: the case timed the guesses instead",
-        first.seq
-    )];
+    let mut unjudged = vec![why];
     let answered = |sent: &Sent, who: &str, unjudged: &mut Vec<String>| -> Option<f64> {
         if sent.exchange.is_success() {
-            Some(sent.exchange.timings.total_ms)
+            Some(sent.exchange.timings.first_answer_ms())
         } else {
             unjudged.push(format!(
                 "{who} (transcript #{}) was not answered: {}",
@@ -139,9 +162,11 @@ pub(super) async fn extract(
         }
     };
 
-    // One pair: the guess and its baseline, in turns; before every fourth, tenant a's
-    // whole prompt again (it comes back with every request, as a system prompt does,
-    // and a cache keeps it only while nothing takes its place).
+    // One pair: the guess and its baseline, in an order the vendor cannot predict;
+    // before every fourth, tenant a's whole prompt again (it comes back with every
+    // request, as a system prompt does, and a cache keeps it only while nothing takes
+    // its place).
+    let mut drawn = 0u32;
     macro_rules! pair {
         ($tenant:expr, $known:expr, $guess:expr, $baseline:expr, $cut:expr, $who:expr) => {{
             if $cut % RESEND_EVERY == 0 {
@@ -152,7 +177,8 @@ pub(super) async fn extract(
             }
             let guess = ask($tenant, secret.sample($known, $guess, $cut));
             let baseline = ask($tenant, secret.sample($known, $baseline, $cut));
-            let (g, b) = if $cut % 2 == 0 {
+            drawn += 1;
+            let (g, b) = if baseline_first(ctx.session.secret(), ctx.case_id, drawn) {
                 let b = sizer.send_request($tenant, &baseline, false).await?;
                 (sizer.send_request($tenant, &guess, false).await?, b)
             } else {
@@ -175,24 +201,57 @@ pub(super) async fn extract(
     if answered(&whole, &format!("tenant {victim}'s timed prompt"), &mut unjudged).is_none() {
         return Ok(inconclusive(unjudged, sizer));
     }
+    // Twelve pairs where the saving is steady; where it is not, as many as a guess of
+    // the thief's may take (a chain's pieces): what the owner cannot see of its own
+    // prompt with those samples, no other tenant's guess can.
     let right = char::from(b'0' + secret.digits[0]);
     let mut gains = Vec::new();
     let mut control_seqs = Vec::new();
-    for cut in 0..CONTROL_PAIRS.min(secret.pieces[0].len()) {
+    for cut in 0..secret.pieces[0].len() {
+        if cut >= CONTROL_PAIRS && threshold(&gains).is_some() {
+            break;
+        }
         let (pair, seq) = pair!(victim, &[], right, 'x', cut, format!("tenant {victim}'s control"));
         gains.push(pair.gain());
         control_seqs.push(seq);
     }
+    let (first_seq, last_seq) = (
+        control_seqs.first().copied().unwrap_or(0),
+        control_seqs.last().copied().unwrap_or(0),
+    );
     let Some(theta) = threshold(&gains) else {
+        let sooner = gains.iter().filter(|g| **g > 0.0).count();
+        let chance = sign_tail(gains.len(), sooner);
+        if chance > p.timing_alpha {
+            // No reuse the owner can see: the arms are exchangeable as far as these
+            // samples tell. A pass, with what it rules out.
+            return Ok(super::conclude(
+                Vec::new(),
+                Ok(format!(
+                    "{}; tenant {victim}'s own right guess at its first digit was sooner than a wrong one in {sooner} of \
+                     {} pairs (transcript #{first_seq} to #{last_seq}), as often as chance makes it (p = {chance:.2}): \
+                     with as many samples as a guess of another tenant's takes, the time does not show even the \
+                     owner a cached piece of {} tokens, so no guess can read tenant {victim}'s prompt by it; a \
+                     median saving above {:.2} ms is ruled out (95%), and a channel needing more samples than {} a \
+                     guess is not",
+                    unjudged.join("; "),
+                    gains.len(),
+                    p.timing_step_tokens,
+                    median_upper_bound(&gains).max(0.0),
+                    gains.len()
+                )),
+                sizer.coverage,
+            ));
+        }
         let mut shown: Vec<String> = gains.iter().map(|g| format!("{g:.2}")).collect();
         shown.dedup();
         unjudged.push(format!(
-            "tenant {victim}'s own right guess at its first digit was not steadily faster than a wrong one \
-             (gains {} ms, transcript #{} to #{}): the time does not tell a cached piece of {} tokens here \
-             (no prefix cache, or noise larger than its prefill time; raise timing_step_tokens)",
+            "tenant {victim}'s own right guess at its first digit was sooner than a wrong one in {sooner} of {} \
+             pairs, more than chance makes it (p = {chance:.1e}), but not steadily by a margin a guess could be \
+             judged by (gains {} ms, transcript #{first_seq} to #{last_seq}): the time shows a cached piece of {} \
+             tokens only faintly here (noise near its prefill time; raise timing_step_tokens)",
+            gains.len(),
             shown.join(", "),
-            control_seqs.first().unwrap_or(&0),
-            control_seqs.last().unwrap_or(&0),
             p.timing_step_tokens
         ));
         return Ok(inconclusive(unjudged, sizer));
@@ -203,8 +262,8 @@ pub(super) async fn extract(
          (transcript #{} to #{}); a pair counts as faster past {theta:.2} ms",
         2.0 * theta,
         gains.len(),
-        control_seqs.first().unwrap_or(&0),
-        control_seqs.last().unwrap_or(&0)
+        first_seq,
+        last_seq
     );
 
     // 2. The thief guesses, position by position, a chain per guess.
@@ -230,7 +289,9 @@ pub(super) async fn extract(
             found.guesses += 1;
             let guess = char::from(b'0' + digit);
             let baseline = char::from(b'a' + digit);
-            let mut test = SequentialTest::new(p.timing_alpha, P1);
+            // Both sides of one coin: faster past the threshold in more than half the
+            // pairs (the control's right guess is, in five of six), or in fewer.
+            let mut test = SequentialTest::new(p.timing_alpha, 0.5);
             let mut decision = Decision::Undecided;
             for cut in 0..secret.pieces[position].len() {
                 if spent(&sizer) + 3 > budget {
@@ -285,6 +346,12 @@ pub(super) async fn extract(
         Ok(control)
     };
     Ok(found.conclude(victim, thief, &secret.digits, &channel, whole.seq, rest, sizer))
+}
+
+/// Whether pair `n` of the case sends its baseline first: drawn from the run secret,
+/// so that the arms are exchangeable wherever the guess is not reused.
+fn baseline_first(secret: &RunSecret, case_id: &str, n: u32) -> bool {
+    secret.seed("extraction.order", case_id, n) & 1 == 1
 }
 
 /// The victim's secret and the text around it, in pieces, drawn from the run secret

@@ -124,6 +124,13 @@ impl Drop for Sim {
     }
 }
 
+/// Keeps `text` as `target/test-artifacts/NAME` for CI to show (best effort).
+pub fn keep_artifact(name: &str, text: &str) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/target/test-artifacts");
+    let _ = std::fs::create_dir_all(dir);
+    let _ = std::fs::write(format!("{dir}/{name}"), text);
+}
+
 /// Every file below `dir`, recursively.
 pub fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -46,9 +46,10 @@ pub struct SequentialTest {
 
 impl SequentialTest {
     /// A test at level `alpha` (each error at most `alpha`) with effect size `p1`
-    /// (in (1/2, 1)).
+    /// (in [1/2, 1)). With `p1` = 1/2 it tests the two sides of one coin: "no effect"
+    /// then means p < 1/2, an effect in fewer than half the observations.
     pub fn new(alpha: f64, p1: f64) -> Self {
-        assert!(alpha > 0.0 && alpha < 1.0 && p1 > 0.5 && p1 < 1.0);
+        assert!(alpha > 0.0 && alpha < 1.0 && (0.5..1.0).contains(&p1));
         SequentialTest {
             threshold: (1.0 / alpha).ln(),
             p1,
@@ -102,14 +103,14 @@ impl SequentialTest {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// A small deterministic generator (SplitMix64), so the error rates below are
-    /// the same on every run.
-    struct Rng(u64);
+    /// A small deterministic generator (SplitMix64), so the error rates of the
+    /// judges' tests are the same on every run.
+    pub(crate) struct Rng(pub u64);
     impl Rng {
-        fn unit(&mut self) -> f64 {
+        pub(crate) fn unit(&mut self) -> f64 {
             self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
             let mut z = self.0;
             z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

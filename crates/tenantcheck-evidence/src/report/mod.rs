@@ -93,6 +93,12 @@ pub struct Report {
     /// the run stopped sending (see the profile's `stop_after_server_errors`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refused>,
+    /// Set when the vendor answered any request with a rate limit (HTTP 429): how many,
+    /// and how many were waited out and tried again (see the profile's
+    /// `max_retry_after_secs` and `rate_limit_retries`). A rate limit is no failure;
+    /// every try is in the transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limits: Option<RateLimits>,
     /// When the run was continued after an interruption, each time (RFC 3339).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed_at: Vec<String>,
@@ -110,6 +116,39 @@ pub struct Report {
     /// selection alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+}
+
+/// The rate limits a run met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    /// Answers with HTTP status 429 in the transcript (`verify` counts them again).
+    pub answers: u64,
+    /// Rate limits (429, or 503 with a `Retry-After`) waited out and tried again.
+    pub waited_out: u64,
+    /// The seconds those waits took, as the answers' `Retry-After` asked.
+    pub waited_secs: u64,
+}
+
+impl RateLimits {
+    /// The rate limits in words, for renderings.
+    pub fn describe(&self) -> String {
+        let given_up = self.answers.saturating_sub(self.waited_out);
+        format!(
+            "{} answers were rate limits (HTTP 429); {} rate limits were waited out ({} s in all) and the requests tried again{}",
+            self.answers,
+            self.waited_out,
+            self.waited_secs,
+            if given_up > 0 {
+                format!(
+                    "; at least {given_up} were kept as answers (a Retry-After past the profile's bound, or its retries spent)"
+                )
+            } else {
+                String::new()
+            }
+        )
+    }
 }
 
 /// The cases a run selected, when not all of the suite's.
@@ -610,6 +649,7 @@ pub enum VerifyError {
 ///     cases: vec![],
 ///     interrupted: None,
 ///     refused: None,
+///     rate_limits: None,
 ///     resumed_at: vec![],
 ///     previous: None,
 ///     partition: None,

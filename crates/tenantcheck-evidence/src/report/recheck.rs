@@ -32,11 +32,13 @@
 //! - **nodes**: a case's node coverage is derived again from the node each of its
 //!   answers names where the profile's `[fleet]` says (a header or a body field), the exposures that count on
 //!   each, the unseen chance and the exposures each node needs; a pass must have it;
-//! - **timing**: every time a timing level reports is the `total_ms` of the exchange it
-//!   names, sent by the level's attacker within the case; the sequential test is
-//!   replayed over the pairs and must give the signed evidence and decision, stopping
-//!   at the last pair; the levels found shared must be as many as the
-//!   `SharedPrefixCache` findings.
+//! - **rate limits**: the answers with status 429 are as many as the report's
+//!   `rate_limits` says;
+//! - **timing**: every time a timing level reports is the `first_answer_ms` of the
+//!   exchange it names, sent by the level's attacker within the case; each level's bound
+//!   is derived again from the control's pairs, the sequential tests are replayed over
+//!   the pairs and must give the signed evidence and decision, stopping at the last
+//!   pair; the levels found shared must be as many as the `SharedPrefixCache` findings.
 
 use super::{Report, VerifyError};
 use crate::canary::RunSecret;
@@ -85,11 +87,12 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut misrouted: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     let mut usage_answers: Vec<(u64, String, Exchange)> = Vec::new();
-    // seq -> (case, tenant, total_ms), for the timing levels.
+    // seq -> (case, tenant, first_answer_ms), for the timing levels.
     let mut timed: BTreeMap<u64, (String, String, f64)> = BTreeMap::new();
     // The answers by seq, for the positive controls.
     let mut answers: BTreeMap<u64, Answer> = BTreeMap::new();
     let mut responses = 0;
+    let mut rate_limited = 0u64;
     let mut redirected: BTreeSet<String> = BTreeSet::new();
     // What a case re-judges follows from the probe it ran, as the report records it,
     // not from its id: a suite may name its cases as it likes.
@@ -158,7 +161,8 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         };
         let tenant = tenant.as_str();
         responses += 1;
-        timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.total_ms));
+        rate_limited += u64::from(ex.status == Some(429));
+        timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.first_answer_ms()));
         let prompt: String = ex
             .request
             .body
@@ -385,9 +389,9 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         }
                     }
                 }
-                crate::judge::timing::replay(&p, level).map_err(|problem| bad(&c.id, problem))?;
                 timing_levels += 1;
             }
+            crate::judge::timing::replay(&p, &c.outcome.timing).map_err(|problem| bad(&c.id, problem))?;
             let shared = c
                 .outcome
                 .timing
@@ -422,6 +426,13 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 ));
             }
         }
+    }
+    let signed = report.rate_limits.map_or(0, |r| r.answers);
+    if signed != rate_limited {
+        return Err(bad(
+            "rate_limits",
+            format!("the transcript holds {rate_limited} answers with status 429, the report says {signed}"),
+        ));
     }
     Ok(Rechecked {
         canaries: scanner.len(),

@@ -1,0 +1,506 @@
+//! `cache.response-reuse` (T7, T1): an answer one tenant was given must never be given
+//! to another tenant's request, however alike the two requests are.
+//!
+//! Gateways keep response caches in front of the engines (LiteLLM's proxy with
+//! `cache: true`, Portkey, Helicone, Cloudflare AI Gateway, semantic caches). Keyed
+//! without the caller, such a cache answers one customer with another's answer, and
+//! tells anyone whether a request was sent before (a membership oracle). Nothing in the
+//! answer's text need be foreign for that: the second tenant sent the same words.
+//!
+//! Tenant a sends a request (a short drawn text with a drawn reference number, asked
+//! back with a summary; no canary of a's, since tenant b will send the same words) and
+//! is answered. After `wait_ms` (so that an answer made now has a later `created`),
+//! tenant a sends it again: the control, which shows whether a response cache serves a
+//! its own answers. Tenant b then sends a fresh request of the same shape (its own
+//! text: that ids and times are per answer) and the same again with one token more to
+//! give (how soon the model answers a prompt it has cached), then a's
+//! request byte for byte, then the variants a gateway may leave out of its key: another
+//! `user`, temperature 0 with a `seed`, streamed; then a paraphrase that keeps a's
+//! reference number (what a semantic cache matches); then a fresh request again.
+//!
+//! An answer of b's is a's answer when it carries a's answer's id (where the vendor's
+//! ids are per answer: b's two fresh answers differ), or a's `created` with a's content
+//! while b's fresh answers, made after the wait, carry a later time, or a's content
+//! far sooner than the model answers. "The model answers" is measured where a prefix
+//! cache cannot explain the difference: b sends its first fresh prompt again with one
+//! token more to give (its prefix cached, its answer not); an answer in a quarter of
+//! that time, and at least [`MIN_GAIN_MS`] sooner, was not generated. Speed counts only
+//! for a prompt new to b (the first sending of a's request, and the paraphrase). Any of these fails the case (`ResponseReused`; for the
+//! paraphrase `SemanticResponseReused`), naming the variant and the evidence. Without
+//! one the case passes, and says whether a's own repeat was served from a cache (a
+//! cache per caller, which is no harm) or no response cache was seen at all. It is
+//! inconclusive where no sign could have shown a reuse: the vendor's ids and times are
+//! not per answer and the model answers too fast for a stored answer to stand out.
+
+use super::{Context, conclude, describe};
+use crate::adapter::{ChatRequest, Sampling};
+use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
+use crate::prompt::{Filler, PromptBuilder};
+use crate::session::{Sent, SessionError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Parameters of `cache.response-reuse`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResponseReuseParams {
+    /// Tokens of tenant a's prompt (default 200).
+    #[serde(default = "default_prompt_tokens")]
+    pub prompt_tokens: u64,
+    /// Tokens each answer may take (default 64): enough that the model's answer takes
+    /// longer than a stored one.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Milliseconds between tenant a's answer and the requests after it (default 2100,
+    /// at least 1100): an answer made after it carries a later `created`, in seconds.
+    #[serde(default = "default_wait_ms")]
+    pub wait_ms: u64,
+}
+
+fn default_prompt_tokens() -> u64 {
+    200
+}
+fn default_max_tokens() -> u32 {
+    64
+}
+fn default_wait_ms() -> u64 {
+    2100
+}
+
+impl Default for ResponseReuseParams {
+    fn default() -> Self {
+        ResponseReuseParams {
+            prompt_tokens: default_prompt_tokens(),
+            max_tokens: default_max_tokens(),
+            wait_ms: default_wait_ms(),
+        }
+    }
+}
+
+/// The probe `cache.response-reuse`.
+pub struct ResponseReuse;
+
+impl super::Probe for ResponseReuse {
+    const KIND: &'static str = "cache.response-reuse";
+    type Params = ResponseReuseParams;
+
+    fn validate(p: &ResponseReuseParams) -> Result<(), super::ParamsError> {
+        let bad = |field, problem: String| Err(super::ParamsError::Invalid { field, problem });
+        if !(32..=100_000).contains(&p.prompt_tokens) {
+            return bad("prompt_tokens", format!("is {}; it must be 32 to 100000", p.prompt_tokens));
+        }
+        if !(16..=4096).contains(&p.max_tokens) {
+            return bad(
+                "max_tokens",
+                format!("is {}; it must be 16 to 4096 (an answer long enough to take time)", p.max_tokens),
+            );
+        }
+        if !(1100..=60_000).contains(&p.wait_ms) {
+            return bad(
+                "wait_ms",
+                format!("is {}; it must be 1100 to 60000 (more than a second, as `created` counts)", p.wait_ms),
+            );
+        }
+        Ok(())
+    }
+
+    async fn run(p: &ResponseReuseParams, ctx: Context<'_>) -> Outcome {
+        super::settled(response_reuse(p, ctx).await)
+    }
+}
+
+/// A stored answer stands out by its speed only when it comes at least this much
+/// sooner than the model answers (and in a quarter of the time).
+pub const MIN_GAIN_MS: f64 = 50.0;
+
+/// What identifies one answer.
+#[derive(Clone, Debug)]
+struct Answer {
+    seq: u64,
+    id: Option<String>,
+    created: Option<u64>,
+    content: String,
+    total_ms: f64,
+}
+
+impl Answer {
+    /// The answer of `sent`, if it was answered.
+    fn of(sent: &Sent) -> Option<Answer> {
+        let ex = &sent.exchange;
+        if !ex.is_success() {
+            return None;
+        }
+        // A body's top level, or the first frame that says.
+        let fields = |v: &serde_json::Value| {
+            (
+                v["id"].as_str().filter(|s| !s.is_empty()).map(str::to_owned),
+                v["created"].as_u64(),
+            )
+        };
+        let (mut id, mut created) = ex
+            .body
+            .as_deref()
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+            .map(|v| fields(&v))
+            .unwrap_or_default();
+        for frame in &ex.frames {
+            if id.is_some() && created.is_some() {
+                break;
+            }
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&frame.data) {
+                let (i, c) = fields(&v);
+                id = id.or(i);
+                created = created.or(c);
+            }
+        }
+        Some(Answer {
+            seq: sent.seq,
+            id,
+            created,
+            content: ex.content.clone(),
+            total_ms: ex.timings.total_ms,
+        })
+    }
+}
+
+/// Which signs of reuse the vendor's answers can carry, from b's fresh answers.
+struct Signs {
+    /// Ids are per answer: b's fresh answers' ids differ from each other and from a's.
+    ids: bool,
+    /// `created` moves: b's fresh answers, made after the wait, are later than a's.
+    times: bool,
+    /// How soon the model answers b's own prompt a second time (its prefix cached,
+    /// its answer not), where that is slow enough for a stored answer to stand out.
+    fresh_ms: Option<f64>,
+}
+
+impl Signs {
+    fn of(first: &Answer, fresh: &[Answer], warm: Option<&Answer>) -> Signs {
+        let ids = first.id.is_some()
+            && fresh.iter().all(|f| f.id.is_some() && f.id != first.id)
+            && (fresh.len() < 2 || fresh[0].id != fresh[1].id);
+        let times = first
+            .created
+            .is_some_and(|t| fresh.iter().any(|f| f.created.is_some_and(|c| c > t)));
+        let fresh_ms = warm
+            .map(|w| fresh.iter().map(|f| f.total_ms).fold(w.total_ms, f64::min))
+            .filter(|ms| *ms >= 4.0 * MIN_GAIN_MS / 3.0);
+        Signs { ids, times, fresh_ms }
+    }
+
+    fn any(&self) -> bool {
+        self.ids || self.times || self.fresh_ms.is_some()
+    }
+
+    /// Why `x` is `first` given again, if it is. Its speed counts only where `x`'s
+    /// prompt is new to its caller (`by_speed`): a prompt the caller sent before may be
+    /// answered sooner by its own prefix cache, which is no harm.
+    fn reused(&self, first: &Answer, x: &Answer, by_speed: bool) -> Option<String> {
+        let same_content = !first.content.is_empty() && x.content == first.content;
+        if self.ids && x.id.is_some() && x.id == first.id {
+            return Some(format!("the id {}", x.id.as_deref().unwrap_or_default()));
+        }
+        if self.times && same_content && x.created.is_some() && x.created == first.created {
+            return Some(format!(
+                "its content and its creation time {}, made before the wait",
+                x.created.unwrap_or_default()
+            ));
+        }
+        let fresh = self.fresh_ms.filter(|_| by_speed)?;
+        (same_content && 4.0 * x.total_ms < fresh && fresh - x.total_ms >= MIN_GAIN_MS).then(|| {
+            format!(
+                "its content, in {:.0} ms where the model took at least {fresh:.0} ms",
+                x.total_ms
+            )
+        })
+    }
+}
+
+/// Sends `r` as `tenant`, counting it in `coverage`.
+async fn send(ctx: &Context<'_>, coverage: &mut Coverage, tenant: &str, r: &ChatRequest) -> Result<Sent, SessionError> {
+    let sent = ctx.session.chat(ctx.case_id, tenant, r).await?;
+    let builder = PromptBuilder::default();
+    let tokens: u64 = r.messages.iter().map(|m| builder.tokens_for(m.content.len())).sum();
+    coverage.requests += 1;
+    coverage.prompt_tokens += tokens;
+    if sent.exchange.is_success() {
+        coverage.max_prompt_tokens = coverage.max_prompt_tokens.max(tokens);
+        coverage.completion_tokens += sent.exchange.usage.map_or(0, |u| u.completion_tokens);
+    }
+    Ok(sent)
+}
+
+/// Runs `cache.response-reuse`.
+pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
+    let labels: Vec<String> = ctx.session.tenant_labels().into_iter().map(str::to_owned).collect();
+    let (owner, other) = (&labels[0], &labels[1]);
+    let secret = ctx.session.secret();
+    let builder = PromptBuilder::default();
+    // A reference number, ten digits, and a text without any tenant's marks (tenant b
+    // sends the same words: they must not read as a's canary).
+    let reference = |who: &str| {
+        let n = secret.seed("response-reuse", &format!("{}/{who}", ctx.case_id), 0) % 9_000_000_000 + 1_000_000_000;
+        format!("RR-{}-{}", n / 100_000, n % 100_000)
+    };
+    let text = |who: &str| Filler::plain(secret.seed("response-reuse", &format!("{}/{who}", ctx.case_id), 1));
+    let ask = secret.pick(
+        "response-reuse.ask",
+        &[
+            "Repeat the reference number above exactly, then summarise the text in three sentences.",
+            "Write the reference number above back exactly, then sum the text up in three sentences.",
+        ],
+    );
+    let prompt = |who: &str| {
+        builder.build(
+            p.prompt_tokens,
+            &text(who),
+            &format!("Reference number: {}\n\n", reference(who)),
+            &[],
+            &format!("\n\n{ask}"),
+        )
+    };
+    // The paraphrase: a's reference and text, in other words and another order.
+    let paraphrase = format!(
+        "Here is a text, and after it a reference number. In three sentences, say what the text is about, \
+         and start with the reference number as written.\n\n{}\n\nThe reference number is {}.",
+        builder.build(p.prompt_tokens, &text(owner), "", &[], ""),
+        reference(owner)
+    );
+    let user_of = |who: &str| format!("tc-{:012x}", secret.seed("response-reuse.user", who, 0) >> 16);
+    let request = ChatRequest {
+        user: Some(user_of(owner)),
+        ..ChatRequest::user(prompt(owner), p.max_tokens)
+    };
+    let variants: Vec<(&str, ChatRequest, bool)> = vec![
+        ("byte for byte tenant a's request", request.clone(), false),
+        (
+            "tenant a's request with its own `user`",
+            ChatRequest {
+                user: Some(user_of(other)),
+                ..request.clone()
+            },
+            false,
+        ),
+        (
+            "tenant a's request at temperature 0 with a `seed`",
+            ChatRequest {
+                sampling: Some(Sampling {
+                    temperature: 0.0,
+                    top_p: 1.0,
+                    seed: 1_000_000_007 + secret.seed("response-reuse.seed", ctx.case_id, 0) % 1_000_000_000,
+                }),
+                ..request.clone()
+            },
+            false,
+        ),
+        (
+            "tenant a's request, streamed",
+            ChatRequest {
+                stream: true,
+                ..request.clone()
+            },
+            false,
+        ),
+        (
+            "a paraphrase of tenant a's request (its reference and text in other words)",
+            ChatRequest {
+                user: Some(user_of(other)),
+                ..ChatRequest::user(paraphrase, p.max_tokens)
+            },
+            true,
+        ),
+    ];
+    // Two fresh requests of b's, each its own (a cache must not answer the second
+    // with the first).
+    let fresh_request = |n: u32| ChatRequest {
+        user: Some(user_of(other)),
+        ..ChatRequest::user(prompt(&format!("{other}/{n}")), p.max_tokens)
+    };
+
+    let mut coverage = Coverage::default();
+    macro_rules! send {
+        ($tenant:expr, $r:expr) => {
+            send(&ctx, &mut coverage, $tenant, $r).await?
+        };
+    }
+
+    // 1. Tenant a's request, and after the wait its control.
+    let first_sent = send!(owner, &request);
+    let Some(first) = Answer::of(&first_sent) else {
+        let why = format!(
+            "tenant {owner}'s request was not answered ({}, transcript #{}): there is no answer to be given again",
+            describe(&first_sent.exchange),
+            first_sent.seq
+        );
+        return Ok(conclude(Vec::new(), Err(why), coverage));
+    };
+    tokio::time::sleep(Duration::from_millis(p.wait_ms)).await;
+    let again = send!(owner, &request);
+
+    // 2. Tenant b: fresh, the variants, fresh again.
+    let mut fresh = Vec::new();
+    let mut unanswered = Vec::new();
+    let fresh_sent = send!(other, &fresh_request(0));
+    fresh.extend(Answer::of(&fresh_sent));
+    // The same prompt again with one token more to give: a prefix cache has it (b
+    // sent it), a response cache does not (another request): how soon the model
+    // answers when only the generation is left, which is all a stored answer saves
+    // beyond a prefix cache.
+    let warm_sent = send!(
+        other,
+        &ChatRequest {
+            max_tokens: p.max_tokens + 1,
+            ..fresh_request(0)
+        }
+    );
+    let mut tried = Vec::new();
+    for (i, (what, r, semantic)) in variants.iter().enumerate() {
+        let sent = send!(other, r);
+        // Only the first sending of a's prompt, and the paraphrase, are new to b.
+        let new_to_b = i == 0 || *semantic;
+        match Answer::of(&sent) {
+            Some(a) => tried.push((*what, a, *semantic, new_to_b)),
+            None => unanswered.push(format!("{what} ({}, transcript #{})", describe(&sent.exchange), sent.seq)),
+        }
+    }
+    let fresh_sent = send!(other, &fresh_request(1));
+    fresh.extend(Answer::of(&fresh_sent));
+
+    let signs = Signs::of(&first, &fresh, Answer::of(&warm_sent).as_ref());
+    let mut findings = Vec::new();
+    for (what, x, semantic, new_to_b) in &tried {
+        if let Some(why) = signs.reused(&first, x, *new_to_b) {
+            let (code, kind) = if *semantic {
+                (FindingCode::SemanticResponseReused, "a semantic cache keyed without the caller")
+            } else {
+                (FindingCode::ResponseReused, "a response cache keyed without the caller")
+            };
+            findings.push(Finding {
+                code,
+                message: format!(
+                    "tenant {other}'s request, {what} (transcript #{}), was answered with tenant {owner}'s answer \
+                     (transcript #{}): {why}; {kind}",
+                    x.seq, first.seq
+                ),
+                leak: None,
+            });
+        }
+    }
+
+    // A's repeat is not new to a: its own prefix cache may speed it.
+    let own = Answer::of(&again).and_then(|a| signs.reused(&first, &a, false));
+    let control = match (&own, Answer::of(&again)) {
+        (Some(why), _) => format!(
+            "a response cache serves tenant {owner} its own answers (its repeat, transcript #{}, came back with {why})",
+            again.seq
+        ),
+        (None, Some(_)) => format!(
+            "no response cache seen even for tenant {owner}'s own repeat (transcript #{}, a new id or time)",
+            again.seq
+        ),
+        (None, None) => format!(
+            "tenant {owner}'s repeat was not answered ({}, transcript #{})",
+            describe(&again.exchange),
+            again.seq
+        ),
+    };
+    let what_shows = {
+        let mut s = Vec::new();
+        if signs.ids {
+            s.push("per-answer ids");
+        }
+        if signs.times {
+            s.push("creation times");
+        }
+        if signs.fresh_ms.is_some() {
+            s.push("the model's answer time");
+        }
+        s.join(", ")
+    };
+    let reached = if tried.is_empty() {
+        Err(format!(
+            "none of tenant {other}'s requests like tenant {owner}'s was answered: {}",
+            unanswered.join("; ")
+        ))
+    } else if !signs.any() && own.is_none() {
+        Err(format!(
+            "no sign could have shown a stored answer: the answers' ids and creation times are not per answer, and \
+             the model answered tenant {other}'s prompt a second time in {}, too soon for a stored one to stand out; \
+             {control}",
+            Answer::of(&warm_sent).map_or("no time (not answered)".to_owned(), |w| format!("{:.0} ms", w.total_ms))
+        ))
+    } else {
+        let untested = if unanswered.is_empty() {
+            String::new()
+        } else {
+            format!("; not answered, so not judged: {}", unanswered.join("; "))
+        };
+        let own_answers = if findings.is_empty() { " each got an answer of its own," } else { "" };
+        // A cache that gives its hits a new id and time shows only by its speed.
+        let renamed = match signs.fresh_ms {
+            Some(_) => String::new(),
+            None => format!(
+                "; a cache that gives its hits a new id and time would show only by its speed, and the model \
+                 answered tenant {other}'s prompt a second time in {}, too soon for a stored answer to stand out: \
+                 such a cache is not ruled out",
+                Answer::of(&warm_sent).map_or("no time (not answered)".to_owned(), |w| format!("{:.0} ms", w.total_ms))
+            ),
+        };
+        Ok(format!(
+            "tenant {other}'s {} requests like tenant {owner}'s (transcript #{} to #{}){own_answers} judged by \
+             {what_shows}{renamed}; {control}{untested}",
+            tried.len(),
+            tried.first().map_or(0, |t| t.1.seq),
+            tried.last().map_or(0, |t| t.1.seq),
+        ))
+    };
+    Ok(conclude(findings, reached, coverage))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(seq: u64, id: &str, created: u64, content: &str, total_ms: f64) -> Answer {
+        Answer {
+            seq,
+            id: (!id.is_empty()).then(|| id.to_owned()),
+            created: (created > 0).then_some(created),
+            content: content.into(),
+            total_ms,
+        }
+    }
+
+    #[test]
+    fn a_reuse_shows_by_id_by_time_and_content_or_by_speed_and_only_where_the_sign_is_sound() {
+        let first = answer(1, "c-1", 100, "RR-1 and a summary", 300.0);
+        let fresh = [answer(5, "c-5", 103, "RR-2 and a summary", 310.0), answer(9, "c-9", 104, "RR-2 and a summary", 290.0)];
+        let warm = answer(6, "c-6", 103, "RR-2 and a summary", 280.0);
+        let signs = Signs::of(&first, &fresh, Some(&warm));
+        assert!(signs.ids && signs.times && signs.fresh_ms == Some(280.0));
+        // Without the model's time with its prompt cached, speed is no sign.
+        assert!(Signs::of(&first, &fresh, None).fresh_ms.is_none());
+        // The same id.
+        assert!(signs.reused(&first, &answer(6, "c-1", 103, "other", 300.0), false).unwrap().contains("id c-1"));
+        // A new id, a's time and content: a stored answer renamed but not re-timed.
+        assert!(signs.reused(&first, &answer(6, "c-6", 100, "RR-1 and a summary", 300.0), false).is_some());
+        // A new id and time, a's content at once.
+        let quick = answer(6, "c-6", 103, "RR-1 and a summary", 20.0);
+        assert!(signs.reused(&first, &quick, true).unwrap().contains("20 ms"));
+        // Not where the caller sent the prompt before (its own prefix cache).
+        assert!(signs.reused(&first, &quick, false).is_none());
+        // A's content as a fresh answer gives it (a deterministic model): no reuse.
+        assert!(signs.reused(&first, &answer(6, "c-6", 103, "RR-1 and a summary", 270.0), true).is_none());
+        // Faster, but not a's content: no reuse.
+        assert!(signs.reused(&first, &answer(6, "c-6", 103, "something else", 20.0), true).is_none());
+
+        // A vendor whose every answer says `chatcmpl-1`, with no time, and a model
+        // that answers in 20 ms: no sign is sound, and none is used.
+        let first = answer(1, "chatcmpl-1", 0, "x", 20.0);
+        let fresh = [answer(5, "chatcmpl-1", 0, "y", 20.0), answer(9, "chatcmpl-1", 0, "y", 21.0)];
+        let signs = Signs::of(&first, &fresh, Some(&fresh[1]));
+        assert!(!signs.any());
+        assert!(signs.reused(&first, &answer(6, "chatcmpl-1", 0, "x", 1.0), true).is_none());
+    }
+}
