@@ -11,6 +11,7 @@ mod engines;
 mod examples;
 mod fleet;
 mod fuzz;
+mod gateways;
 mod html;
 mod incident;
 mod interrupt;
