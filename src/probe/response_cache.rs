@@ -367,7 +367,11 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
     let fresh_sent = send!(other, &fresh_request(1));
     fresh.extend(Answer::of(&fresh_sent));
 
-    let signs = Signs::of(&first, &fresh, Answer::of(&warm_sent).as_ref());
+    let warm = Answer::of(&warm_sent);
+    let warm_time = warm
+        .as_ref()
+        .map_or("no time (not answered)".to_owned(), |w| format!("{:.0} ms", w.total_ms));
+    let signs = Signs::of(&first, &fresh, warm.as_ref());
     let mut findings = Vec::new();
     for (what, x, semantic, new_to_b) in &tried {
         if let Some(why) = signs.reused(&first, x, *new_to_b) {
@@ -389,8 +393,9 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
     }
 
     // A's repeat is not new to a: its own prefix cache may speed it.
-    let own = Answer::of(&again).and_then(|a| signs.reused(&first, &a, false));
-    let control = match (&own, Answer::of(&again)) {
+    let repeat = Answer::of(&again);
+    let own = repeat.as_ref().and_then(|a| signs.reused(&first, a, false));
+    let control = match (&own, &repeat) {
         (Some(why), _) => format!(
             "a response cache serves tenant {owner} its own answers (its repeat, transcript #{}, came back with {why})",
             again.seq
@@ -428,7 +433,7 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
             "no sign could have shown a stored answer: the answers' ids and creation times are not per answer, and \
              the model answered tenant {other}'s prompt a second time in {}, too soon for a stored one to stand out; \
              {control}",
-            Answer::of(&warm_sent).map_or("no time (not answered)".to_owned(), |w| format!("{:.0} ms", w.total_ms))
+            warm_time
         ))
     } else {
         let untested = if unanswered.is_empty() {
@@ -444,7 +449,7 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
                 "; a cache that gives its hits a new id and time would show only by its speed, and the model \
                  answered tenant {other}'s prompt a second time in {}, too soon for a stored answer to stand out: \
                  such a cache is not ruled out",
-                Answer::of(&warm_sent).map_or("no time (not answered)".to_owned(), |w| format!("{:.0} ms", w.total_ms))
+                warm_time
             ),
         };
         Ok(format!(
