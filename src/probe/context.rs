@@ -732,7 +732,7 @@ impl Search<'_> {
         };
         let facts = facts(self.ctx, &mut self.sizer, &mut self.counters, &shape).await?;
         let sent = facts.sent.clone();
-        let (prompt, sent_tokens) = (&facts.prompt, facts.sent_tokens);
+        let sent_tokens = facts.sent_tokens;
         let needle = facts.at_start();
         let recalled = sent.exchange.is_success() && needle.recalled_in(&sent.exchange.content);
         let leaked = self.scan(
@@ -764,7 +764,7 @@ impl Search<'_> {
                     "a {sent_tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}{}",
                     sent.seq,
                     excerpt(&ex.content),
-                    beside_the_loss(self.ctx, prompt, ex, true)
+                    beside_the_loss(self.ctx, ex, true)
                 ),
                 None,
             );
@@ -1032,12 +1032,13 @@ fn stopped_at(completion: u64, room: u64, context: u64, exact: bool) -> bool {
 }
 
 /// What an answer that lost its fact holds besides, in words (empty when nothing):
-/// record-shaped content that no prompt of the run held and no canary of the run
-/// accounts for (suspected data of a customer outside the run), and the signs of a
-/// degenerate decode ([`super::degenerate`]).
-fn beside_the_loss(ctx: Context<'_>, prompt: &str, ex: &crate::adapter::Exchange, short_task: bool) -> String {
+/// record-shaped content that its request did not carry
+/// ([`crate::adapter::RecordedRequest::text`]) and no canary of the run accounts for
+/// (suspected data of a customer outside the run), and the signs of a degenerate
+/// decode ([`super::degenerate`]).
+fn beside_the_loss(ctx: Context<'_>, ex: &crate::adapter::Exchange, short_task: bool) -> String {
     let mut said = String::new();
-    let items = super::foreign(prompt, &ex.content, |item| !ctx.session.scan(item, "\u{0}").is_empty());
+    let items = super::foreign(&ex.request.text(), &ex.content, |item| !ctx.session.scan(item, "\u{0}").is_empty());
     if !items.is_empty() {
         let more = match items.len() {
             n if n > 6 => format!(" and {} more", n - 6),
@@ -1129,7 +1130,7 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
                 message: format!(
                     "a {sent_tokens}-token prompt was answered 200 without the facts at depths {lost:?} (transcript #{}){usage}{}",
                     sent.seq,
-                    beside_the_loss(ctx, &facts.prompt, ex, false)
+                    beside_the_loss(ctx, ex, false)
                 ),
                 leak: None,
             });

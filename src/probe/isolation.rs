@@ -634,10 +634,11 @@ impl Run<'_> {
                     }
                     answers.push(sent.seq);
                     let own = self.issued.get(tenant.as_str()).map(Vec::as_slice).unwrap_or_default();
-                    if super::echoed(own, &prompt, &sent.exchange.content) {
+                    let carried = sent.exchange.request.text();
+                    if super::echoed(own, &carried, &sent.exchange.content) {
                         echoed.push(sent.seq);
                     }
-                    if self.note_foreign(tenant, &prompt, &sent) {
+                    if self.note_foreign(tenant, &carried, &sent) {
                         foreign.push(sent.seq);
                     }
                 }
@@ -651,10 +652,12 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Notes the foreign content of a processed answer; whether it held any.
-    fn note_foreign(&mut self, tenant: &str, prompt: &str, sent: &Sent) -> bool {
+    /// Notes the foreign content of a processed answer, judged against what its
+    /// request carried (`carried`: [`crate::adapter::RecordedRequest::text`], as
+    /// `verify` judges it); whether it held any.
+    fn note_foreign(&mut self, tenant: &str, carried: &str, sent: &Sent) -> bool {
         let content = &sent.exchange.content;
-        let items = super::foreign(prompt, content, |item| !self.session.scan(item, "\u{0}").is_empty());
+        let items = super::foreign(carried, content, |item| !self.session.scan(item, "\u{0}").is_empty());
         if items.is_empty() {
             return false;
         }
@@ -750,8 +753,11 @@ impl Run<'_> {
                 // fresh): the same judgement as over all the tenant's, at a fraction of
                 // the cost on a long run.
                 let own = self.issued.get(tenant).map(|v| &v[first..]).unwrap_or_default();
-                let echo = super::echoed(own, &prompt, &ex.content);
-                let foreign = self.note_foreign(tenant, &prompt, &sent);
+                // Judged against all the request carried (a pinned pair's opening too),
+                // as `verify` judges it.
+                let carried = ex.request.text();
+                let echo = super::echoed(own, &carried, &ex.content);
+                let foreign = self.note_foreign(tenant, &carried, &sent);
                 let control = self.controls.entry(rung).or_default();
                 if foreign {
                     control.foreign.push(sent.seq);

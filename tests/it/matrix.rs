@@ -675,3 +675,15 @@ fn every_fault_fails_the_cases_that_catch_it_and_no_others() {
         "reports/detection-matrix.md is stale: TENANTCHECK_WRITE_MATRIX=1 cargo test --test it matrix::"
     );
 }
+
+/// Every fault the reference vendor can inject has a row that injects it, so that a
+/// fault added to the reference vendor cannot go without the cases that must catch it.
+#[test]
+fn every_fault_of_the_reference_vendor_has_a_row() {
+    for fault in tenantcheck::sim::Fault::ALL {
+        let injected = ROWS
+            .iter()
+            .any(|row| row.flags.windows(2).any(|w| w == ["--fault", fault.name()]));
+        assert!(injected, "no row of the matrix injects --fault {}", fault.name());
+    }
+}

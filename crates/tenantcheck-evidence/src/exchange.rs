@@ -100,6 +100,17 @@ pub struct RecordedRequest {
     pub headers: BTreeMap<String, String>,
 }
 
+impl RecordedRequest {
+    /// Every string the body carries, in document order, joined by line breaks: the
+    /// messages' texts, and a system prompt or anything else wherever an API puts it.
+    /// What the request itself sent: an answer's content is judged against it (a
+    /// canary read back, content no request accounts for) by the run and by `verify`
+    /// alike, so that neither can see text the other does not.
+    pub fn text(&self) -> String {
+        self.body.as_ref().map(crate::passage::request_text).unwrap_or_default()
+    }
+}
+
 /// Token usage as reported by the vendor.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -204,4 +215,38 @@ pub struct SseFrame {
     pub data: String,
     /// Milliseconds from the start of the request until the frame was complete.
     pub at_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn what_a_request_carried_is_every_string_wherever_the_api_puts_it_and_survives_the_transcript() {
+        // A pinned pair's opening in a system message (OpenAI), a system prompt beside
+        // the messages in blocks (Anthropic), a system instruction in parts (Gemini).
+        let bodies = [
+            json!({"model": "m", "messages": [
+                {"role": "system", "content": "Session 46c7820729682011."},
+                {"role": "user", "content": "records"}]}),
+            json!({"model": "m", "system": [{"type": "text", "text": "Session 46c7820729682011."}],
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "records"}]}]}),
+            json!({"systemInstruction": {"parts": [{"text": "Session 46c7820729682011."}]},
+                "contents": [{"role": "user", "parts": [{"text": "records"}]}]}),
+        ];
+        for body in bodies {
+            let request = RecordedRequest {
+                method: "POST".into(),
+                url: "http://127.0.0.1:1/v1/chat/completions".into(),
+                body: Some(body),
+                ..RecordedRequest::default()
+            };
+            let text = request.text();
+            assert!(text.contains("46c7820729682011") && text.contains("records"), "{text}");
+            let read: RecordedRequest = serde_json::from_str(&serde_json::to_string(&request).unwrap()).unwrap();
+            assert_eq!(read.text(), text);
+        }
+        assert_eq!(RecordedRequest::default().text(), "");
+    }
 }

@@ -26,8 +26,10 @@ pub fn echoed(own: &[crate::canary::Canary], prompt: &str, answer: &str) -> bool
 /// Record-shaped items in `answer` ([`crate::scan::record_shaped`]: e-mail addresses,
 /// long numbers) that `prompt` does not hold as written and that are no canary of the
 /// run, exact or near (`is_canary`: whether the scan of an item alone finds a canary
-/// of the run in it). What a decode from pages of customers the run does not control
-/// returns; `verify` re-judges it.
+/// of the run in it). `prompt` is all the request carried
+/// ([`crate::exchange::RecordedRequest::text`]), in the run as in `verify`. What a
+/// decode from pages of customers the run does not control returns; `verify`
+/// re-judges it.
 pub fn foreign(prompt: &str, answer: &str, is_canary: impl Fn(&str) -> bool) -> Vec<String> {
     crate::scan::record_shaped(answer)
         .into_iter()

@@ -163,7 +163,9 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         responses += 1;
         rate_limited += u64::from(ex.status == Some(429));
         timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.first_answer_ms()));
-        let prompt: String = ex
+        // The messages' length as the run counted it for node coverage: their texts
+        // and a line break between each two.
+        let texts: Vec<&str> = ex
             .request
             .body
             .as_ref()
@@ -171,14 +173,15 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             .into_iter()
             .flatten()
             .filter_map(|m| m["content"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
+            .collect();
+        let chars = texts.iter().map(|t| t.len()).sum::<usize>() + texts.len().saturating_sub(1);
         answers.insert(
             seq,
             Answer {
                 cases: vec![case.clone()],
                 tenant: tenant.to_owned(),
-                prompt,
+                carried: ex.request.text(),
+                chars,
                 content: ex.content.clone(),
                 answered: ex.is_success(),
                 node: report.vendor.profile.fleet.as_ref().and_then(|f| {
@@ -529,8 +532,10 @@ struct Answer {
     /// The case that sent it, then every case that cited it.
     cases: Vec<String>,
     tenant: String,
-    /// The request's messages, joined by line breaks.
-    prompt: String,
+    /// What the request carried ([`crate::exchange::RecordedRequest::text`]).
+    carried: String,
+    /// Its messages' characters, with a line break between each two.
+    chars: usize,
     content: String,
     /// Whether the vendor answered 2xx.
     answered: bool,
@@ -597,7 +602,7 @@ fn recheck_nodes(
     let served: Vec<(u64, String, Option<String>, usize)> = answers
         .iter()
         .filter(|(_, a)| a.judged_by(&c.id) && a.answered)
-        .map(|(seq, a)| (*seq, a.tenant.clone(), a.node.clone(), a.prompt.len()))
+        .map(|(seq, a)| (*seq, a.tenant.clone(), a.node.clone(), a.chars))
         .collect();
     let again = crate::nodes::NodeCoverage::of(fleet, &served, &exposed, needed);
     if &again != nodes {
@@ -630,7 +635,7 @@ fn recheck_power(
 ) -> Result<(), VerifyError> {
     // Whether an answer held content no prompt of the run and no canary accounts for.
     let foreign = |a: &Answer| {
-        !crate::judge::foreign(&a.prompt, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty()).is_empty()
+        !crate::judge::foreign(&a.carried, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty()).is_empty()
     };
     // Only isolation looks for foreign content; elsewhere every list must be empty.
     let looks = c.probe == "isolation.canary-residue";
@@ -678,7 +683,7 @@ fn recheck_power(
                     format!("its control names #{seq}, an answer of {}", a.cases[0]),
                 ));
             }
-            if crate::judge::echoed(own(&a.tenant), &a.prompt, &a.content) {
+            if crate::judge::echoed(own(&a.tenant), &a.carried, &a.content) {
                 echoed.push(*seq);
             }
         }
@@ -740,7 +745,7 @@ fn recheck_power(
                     ),
                 )
             })?;
-            if crate::judge::echoed(own(&a.tenant), &a.prompt, &a.content) {
+            if crate::judge::echoed(own(&a.tenant), &a.carried, &a.content) {
                 echoed.push(*seq);
             }
         }
