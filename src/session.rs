@@ -998,17 +998,6 @@ impl Session {
         self.spent.lock().expect("budget lock poisoned").counted_prompt_tokens += counted;
     }
 
-    /// How a successful stream breaks the vendor API's event grammar (see
-    /// [`Provider::stream_problems`]).
-    pub fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        self.provider.stream_problems(ex)
-    }
-
-    /// Whether the vendor's API reports why an answer ended.
-    pub fn reports_finish_reason(&self) -> bool {
-        self.provider.reports_finish_reason()
-    }
-
     /// The tenant's key, for messages (the variable's name) and requests.
     pub fn key(&self, tenant: &str) -> Result<&TenantKey, SessionError> {
         self.tenants

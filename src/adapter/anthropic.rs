@@ -152,46 +152,7 @@ impl Provider for AnthropicMessages {
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        let mut problems: Vec<String> = super::http::content_type_problem(ex).into_iter().collect();
-        let kinds: Vec<&str> = ex.frames.iter().map(|f| f.event.as_deref().unwrap_or("")).collect();
-        let mut ids = std::collections::BTreeSet::new();
-        let mut usage = false;
-        for (i, f) in ex.frames.iter().enumerate() {
-            match serde_json::from_str::<Value>(&f.data) {
-                Ok(v) => {
-                    if v["type"].as_str() != f.event.as_deref() {
-                        problems.push(format!(
-                            "event {i} is named {:?} but its data says {}",
-                            f.event, v["type"]
-                        ));
-                    }
-                    if let Some(id) = v["message"]["id"].as_str() {
-                        ids.insert(id.to_owned());
-                    }
-                    usage |= v["usage"].is_object() || v["message"]["usage"].is_object();
-                }
-                Err(_) => problems.push(format!("event {i} is not JSON")),
-            }
-        }
-        let real: Vec<&str> = kinds.iter().copied().filter(|k| *k != "ping").collect();
-        if real.first() != Some(&"message_start") {
-            problems.push("the stream does not begin with message_start".to_owned());
-        }
-        if real.last() != Some(&"message_stop") {
-            problems.push("the stream does not end with message_stop".to_owned());
-        }
-        let starts = kinds.iter().filter(|k| **k == "content_block_start").count();
-        let stops = kinds.iter().filter(|k| **k == "content_block_stop").count();
-        if starts != stops {
-            problems.push(format!("{starts} content blocks started, {stops} stopped"));
-        }
-        if ids.len() != 1 {
-            problems.push(format!("{} distinct message ids", ids.len()));
-        }
-        if !usage {
-            problems.push("no usage".to_owned());
-        }
-        problems
+        crate::judge::stream::problems(crate::vendor::AdapterKind::Anthropic, ex)
     }
 }
 

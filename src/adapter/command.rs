@@ -387,10 +387,6 @@ impl Provider for CommandAdapter {
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        if ex.frames.is_empty() && !ex.content.is_empty() {
-            vec!["the answer came whole, not as delta lines".to_owned()]
-        } else {
-            Vec::new()
-        }
+        crate::judge::stream::problems(crate::vendor::AdapterKind::Command, ex)
     }
 }

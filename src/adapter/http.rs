@@ -348,15 +348,6 @@ impl Body {
     }
 }
 
-/// The problem of a stream not sent as `text/event-stream`, if it was not.
-pub(super) fn content_type_problem(ex: &Exchange) -> Option<String> {
-    let ok = ex
-        .headers
-        .get("content-type")
-        .is_some_and(|c| c.starts_with("text/event-stream"));
-    (!ok).then(|| "the answer is not text/event-stream".to_owned())
-}
-
 /// Reads a stream to its end, or until `cancel_after` events carried content; then
 /// the caller drops the response, which closes the connection.
 async fn read_stream(

@@ -80,7 +80,8 @@ pub trait Provider: Send + Sync {
     }
 
     /// How a complete, successful stream breaks this API's event grammar (its terminal
-    /// event, one id, JSON data, usage); empty when it keeps it.
+    /// event, one id, JSON data, usage); empty when it keeps it. The rule is
+    /// [`crate::judge::stream::problems`], which `verify` applies to the transcript.
     fn stream_problems(&self, ex: &Exchange) -> Vec<String>;
 
     /// Whether this API says why an answer ended (`finish_reason`); where it does, an

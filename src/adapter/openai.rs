@@ -164,39 +164,7 @@ impl Provider for OpenAiChat {
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        let mut problems: Vec<String> = super::http::content_type_problem(ex).into_iter().collect();
-        let done: Vec<usize> = ex
-            .frames
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.data == "[DONE]")
-            .map(|(i, _)| i)
-            .collect();
-        match done.as_slice() {
-            [] => problems.push("no terminal [DONE] frame".to_owned()),
-            [i] if *i + 1 == ex.frames.len() => {}
-            _ => problems.push("[DONE] is not the one last frame".to_owned()),
-        }
-        let mut ids = std::collections::BTreeSet::new();
-        let mut usage = false;
-        for (i, f) in ex.frames.iter().enumerate().filter(|(_, f)| f.data != "[DONE]") {
-            match serde_json::from_str::<Value>(&f.data) {
-                Ok(v) => {
-                    if let Some(id) = v["id"].as_str() {
-                        ids.insert(id.to_owned());
-                    }
-                    usage |= v["usage"].is_object();
-                }
-                Err(_) => problems.push(format!("frame {i} is not JSON")),
-            }
-        }
-        if ids.len() != 1 {
-            problems.push(format!("{} distinct chunk ids", ids.len()));
-        }
-        if !usage {
-            problems.push("no usage, though it was asked for".to_owned());
-        }
-        problems
+        crate::judge::stream::problems(crate::vendor::AdapterKind::OpenaiChat, ex)
     }
 }
 

@@ -133,28 +133,11 @@ impl Provider for WorkersAi {
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        let mut problems: Vec<String> = super::http::content_type_problem(ex).into_iter().collect();
-        match ex.frames.iter().position(|f| f.data == "[DONE]") {
-            None => problems.push("no terminal [DONE] frame".to_owned()),
-            Some(i) if i + 1 != ex.frames.len() => problems.push("[DONE] is not the last frame".to_owned()),
-            Some(_) => {}
-        }
-        let mut usage = false;
-        for (i, f) in ex.frames.iter().enumerate().filter(|(_, f)| f.data != "[DONE]") {
-            match serde_json::from_str::<Value>(&f.data) {
-                Ok(v) if v["response"].is_string() || v["usage"].is_object() => usage |= v["usage"].is_object(),
-                Ok(_) => problems.push(format!("frame {i} has neither response text nor usage")),
-                Err(_) => problems.push(format!("frame {i} is not JSON")),
-            }
-        }
-        if !usage {
-            problems.push("no usage".to_owned());
-        }
-        problems
+        crate::judge::stream::problems(crate::vendor::AdapterKind::WorkersAi, ex)
     }
 
     fn reports_finish_reason(&self) -> bool {
-        false
+        crate::judge::stream::reports_finish_reason(crate::vendor::AdapterKind::WorkersAi)
     }
 }
 

@@ -5,7 +5,8 @@
 //! `text/event-stream`, and for OpenAI-compatible ones only JSON frames and one final
 //! `[DONE]`, one `id` across its chunks, usage since it was asked for); give a finish
 //! reason; and hold content. A stream that just ends, without finish reason or `[DONE]`, is a
-//! broken stream however fluent its text.
+//! broken stream however fluent its text. The rule is `judge::stream::malformed`, and
+//! `verify` re-judges every stream of the case with it.
 
 use super::{Context, Sizer, conclude, describe};
 use crate::outcome::{Finding, FindingCode, Outcome};
@@ -73,14 +74,8 @@ pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, Se
             continue;
         }
         complete += 1;
-        let mut problems = Vec::new();
-        problems.extend(ctx.session.stream_problems(ex));
-        if ex.finish_reason.is_none() && ctx.session.reports_finish_reason() {
-            problems.push("no finish reason".to_owned());
-        }
-        if ex.content.is_empty() {
-            problems.push("no content".to_owned());
-        }
+        // The rule `verify` applies to the transcript again.
+        let problems = crate::judge::stream::malformed(ctx.session.profile().adapter, ex);
         if !problems.is_empty() {
             findings.push(Finding {
                 code: FindingCode::StreamMalformed,

@@ -2,11 +2,12 @@
 //! apply them during a run: whether an answer read back its own canary ([`echoed`]),
 //! holds content no prompt of the run accounts for ([`foreign`]), shows a degenerate
 //! decode ([`degenerate`]), refused as it must ([`improper_refusal`]), reports usage
-//! that fits ([`usage`]), and whether a timing level's pairs give its decision
-//! ([`timing`]). Nothing here sends a request or knows a session: the evidence a
+//! that fits ([`usage`]), whether a stream keeps its API's grammar and finishes
+//! ([`stream`]), and whether a timing level's pairs give its decision ([`timing`]). Nothing here sends a request or knows a session: the evidence a
 //! report carries is judged by code that does not depend on the code that produced it.
 
 pub mod sequential;
+pub mod stream;
 pub mod timing;
 pub mod usage;
 

@@ -86,6 +86,8 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // Answers that held another request's text, by case (as `leaks`).
     let mut misrouted: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
+    // Streams of `stream.integrity` that break their API's grammar or do not finish.
+    let mut malformed_streams: BTreeMap<String, usize> = BTreeMap::new();
     let mut usage_answers: Vec<(u64, String, Exchange)> = Vec::new();
     // seq -> (case, tenant, first_answer_ms), for the timing levels.
     let mut timed: BTreeMap<u64, (String, String, f64)> = BTreeMap::new();
@@ -210,6 +212,13 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         seen.insert(seq, s);
         if runs(&case, "errors.semantics") && crate::judge::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
+        }
+        if runs(&case, "stream.integrity")
+            && ex.is_success()
+            && crate::judge::stream::asked(&ex)
+            && !crate::judge::stream::malformed(report.vendor.profile.adapter, &ex).is_empty()
+        {
+            *malformed_streams.entry(case.clone()).or_default() += 1;
         }
         if runs(&case, "usage.consistency") {
             let prompt = ex
@@ -414,19 +423,25 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 ));
             }
         }
-        if c.probe == "errors.semantics" {
-            let signed = c
-                .outcome
-                .findings
-                .iter()
-                .filter(|f| f.code == FindingCode::FailureAsSuccess)
-                .count();
-            let judged = refusals.get(&c.id).copied().unwrap_or(0);
+        // Findings one per judged answer: as many as the transcript shows.
+        let per_answer = match c.probe.as_str() {
+            "stream.integrity" => Some((
+                FindingCode::StreamMalformed,
+                &malformed_streams,
+                "streams in the transcript are malformed or unfinished",
+            )),
+            "errors.semantics" => Some((
+                FindingCode::FailureAsSuccess,
+                &refusals,
+                "answers in the transcript are improper refusals",
+            )),
+            _ => None,
+        };
+        if let Some((code, judged, what)) = per_answer {
+            let signed = c.outcome.findings.iter().filter(|f| f.code == code).count();
+            let judged = judged.get(&c.id).copied().unwrap_or(0);
             if signed != judged {
-                return Err(bad(
-                    &c.id,
-                    format!("{judged} answers in the transcript are improper refusals, the report says {signed}"),
-                ));
+                return Err(bad(&c.id, format!("{judged} {what}, the report says {signed}")));
             }
         }
     }
