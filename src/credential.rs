@@ -12,8 +12,7 @@ use aho_corasick::AhoCorasick;
 use std::borrow::Cow;
 use std::fmt;
 
-/// What replaces a secret wherever one would have appeared.
-pub const REDACTED: &str = "[REDACTED]";
+pub use tenantcheck_evidence::exchange::REDACTED;
 
 /// A credential value: an API key or token.
 #[derive(Clone, PartialEq, Eq)]
@@ -46,7 +45,8 @@ impl fmt::Debug for Secret {
 /// vendor is known to echo a key back in: as it is, in any letter case, in hex, fully
 /// percent-encoded or `\u`-escaped, inside base64 or base64url (with or without
 /// padding, of the key alone or of anything holding it: `Bearer KEY`, `user:KEY`), and
-/// with whitespace or zero-width characters inserted between its characters.
+/// with whitespace or zero-width characters inserted between its characters; and its
+/// SHA-256 in hex.
 ///
 /// # Known limitations
 /// A key partly escaped (some characters percent-encoded, others not), or split by
@@ -81,6 +81,10 @@ impl Redactor {
             forms.push((*key).to_owned());
             if key.len() >= Self::MIN_ENCODED_LEN {
                 forms.extend(encoded_forms(key));
+                // A gateway's identity of the key (LiteLLM's hashed token): what
+                // `metadata.cross-tenant` finds an endpoint showing another tenant,
+                // which `verify` can judge only as a redaction.
+                forms.push(crate::sha256_hex(key.as_bytes()));
             }
         }
         let build = |patterns: &[String]| {

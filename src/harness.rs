@@ -108,9 +108,7 @@ fn selection(
         .cases
         .iter()
         .enumerate()
-        .filter(|(position, c)| {
-            crate::shard::Partition::in_share(partition, *position) && crate::plan::selected(trials, &c.id)
-        })
+        .filter(|(position, c)| crate::shard::Partition::in_share(partition, *position) && selected(trials, &c.id))
         .count();
     (selected < suite.cases.len()).then(|| crate::report::Selection {
         filter: trials.filter.clone(),
@@ -221,6 +219,18 @@ impl From<SuiteError> for HarnessError {
     }
 }
 
+/// Whether libtest-mimic's filter arguments select case `id` (as they select trials).
+pub(crate) fn selected(args: &libtest_mimic::Arguments, id: &str) -> bool {
+    let matches = |pattern: &str| {
+        if args.exact {
+            id == pattern
+        } else {
+            id.contains(pattern)
+        }
+    };
+    args.filter.as_deref().is_none_or(matches) && !args.skip.iter().any(|s| matches(s))
+}
+
 /// Where the run's files went and how it ended.
 #[derive(Clone, Debug)]
 pub struct RunResult {
@@ -241,12 +251,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         .as_deref()
         .map(|dir| Resumed::load(dir, opts.trials.filter.is_some() || !opts.trials.skip.is_empty()))
         .transpose()?;
-    let Inputs {
-        suite,
-        mut profile,
-        vendor_source,
-        profile_sha256,
-    } = match &resumed {
+    let mut inputs = match &resumed {
         Some(r) => Inputs::resumed(r, &opts)?,
         None => Inputs::load(&opts)?,
     };
@@ -256,18 +261,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         None => opts.partition,
     };
     if opts.trials.list {
-        let trials = suite
-            .cases
-            .iter()
-            .enumerate()
-            .filter(|(position, _)| crate::shard::Partition::in_share(partition, *position))
-            .map(|(_, c)| Trial::test(c.id.clone(), || Ok(())).with_kind(c.threat.to_string()))
-            .collect();
-        let _ = libtest_mimic::run(&opts.trials, trials);
-        return Ok(RunResult {
-            exit_code: exit::SUCCESS,
-            run_dir: None,
-        });
+        return Ok(list(&inputs.suite, partition, &opts.trials));
     }
 
     crate::install_crypto_provider();
@@ -275,227 +269,407 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     // Signals are caught from here on: the first stops sending and ends the run with an
     // incomplete report, the second ends the process at once.
     let stop = watch_signals(&runtime);
-    let origin = PathBuf::from(match vendor_source.as_str() {
-        "embedded" => "<embedded vendors/sim.toml>",
-        path => path,
-    });
-    let (tenants, sim) = if vendor_source == "embedded" {
-        let (tenants, sim) = start_sim(&runtime, &mut profile)?;
-        (tenants, Some(sim))
-    } else {
-        (
-            crate::vendor::resolve_credentials(&profile, &origin, |name| std::env::var(name).ok())?,
-            None,
-        )
-    };
+    let (origin, tenants, sim) = tenants(&runtime, &mut inputs)?;
     let redactor = Redactor::new(tenants.iter().map(|t| &t.secret));
-
     let run_dir = match &resumed {
         Some(r) => r.dir.clone(),
         None => crate::run_dir::create(opts.out.as_deref())?,
     };
-    let own_key = run_dir.join(key::PRIVATE_KEY_FILE);
-    let (signing_key, fresh_key) = match (&opts.key, &resumed) {
-        (Some(path), _) => (key::read_private(path)?, false),
-        // A resumed run signs with the pair its first part wrote.
-        (None, Some(_)) if own_key.exists() => (key::read_private(&own_key)?, true),
-        (None, Some(r)) => {
-            return Err(HarnessError::RunDir {
-                path: r.dir.clone(),
-                problem: "its report was signed with your own key: give it again with --key".into(),
-            });
-        }
-        (None, None) => (key::write_new_pair(&run_dir)?.0, true),
-    };
-    let public_path = run_dir.join(key::PUBLIC_KEY_FILE);
-    if let Some(r) = &resumed {
-        if r.public != signing_key.verifying_key() {
-            return Err(HarnessError::RunDir {
-                path: r.dir.clone(),
-                problem: "--key is not the key that signed its report: sign the whole run with one key".into(),
-            });
-        }
-    } else if !fresh_key {
-        key::write_public(&run_dir, &signing_key.verifying_key())?;
-    }
-
-    let (seed_hex, challenge_hex, secret) = match &resumed {
-        Some(r) => {
-            let rs = &r.report.run_secret;
-            let secret = RunSecret::from_hex(&rs.revealed).expect("a verified report's secret is hex");
-            (rs.seed.clone(), rs.challenge.clone(), secret)
-        }
-        None => {
-            let seed: [u8; 32] = crate::random_bytes();
-            let secret = RunSecret::derive(&seed, opts.challenge.as_deref().unwrap_or_default());
-            (crate::hex(&seed), opts.challenge.as_deref().map(crate::hex), secret)
-        }
-    };
-    let started_at = match &resumed {
-        Some(r) => r.report.started_at.clone(),
-        None => crate::now_rfc3339(),
-    };
+    let signer = Signer::choose(&opts, resumed.as_ref(), &run_dir)?;
+    let drawn = Drawn::of(&opts, resumed.as_ref());
     let transcript_path = run_dir.join(TRANSCRIPT_FILE);
-    let commitment = secret.commitment();
-    let transcript = match &resumed {
-        Some(r) => Transcript::resume(&transcript_path, redactor.clone(), &r.unfinished),
+    let transcript = Arc::new(open_transcript(
+        &transcript_path,
+        &redactor,
+        resumed.as_ref(),
+        &inputs.profile.name,
+        &drawn,
+    )?);
+    let provider = crate::adapter::provider(&inputs.profile).map_err(|e| HarnessError::Unreachable {
+        url: inputs.profile.base_url().to_owned(),
+        tenant: "-".into(),
+        error: e.to_string(),
+    })?;
+    let events = Events::new(&inputs.suite, &opts.trials);
+    let session = Session::new(
+        inputs.profile.clone(),
+        provider,
+        tenants,
+        transcript.clone(),
+        drawn.secret.clone(),
+    )
+    .with_observer(events.observer.clone())
+    .with_budget(opts.budget)
+    .with_stop(stop);
+    let session = Arc::new(session);
+    if let Some(r) = &resumed {
+        rescan(r, &session, &transcript_path)?;
+    }
+    runtime.block_on(preflight(&session, &origin))?;
+
+    let ran = Ran::new(&session, &runtime, &events, &redactor, &inputs.suite);
+    let trials = trials(&inputs.suite, partition, resumed.as_ref(), &drawn.secret, &ran);
+    run_trials(&opts.trials, trials, &events);
+    let report = assemble(Assembly {
+        opts: &opts,
+        inputs,
+        partition,
+        resumed: resumed.as_ref(),
+        previous,
+        drawn,
+        transcript: &transcript,
+        ran: &ran,
+        outcomes: events.outcomes.take(),
+    });
+    let report = redact_report(&report, &redactor);
+    let envelope_path = write_report(&report, &signer, &run_dir, &transcript_path)?;
+    if let Some(sim) = sim {
+        let _ = runtime.block_on(sim.shutdown());
+    }
+    let _ = print_summary(
+        out,
+        &report,
+        &run_dir,
+        &envelope_path,
+        &run_dir.join(key::PUBLIC_KEY_FILE),
+        signer.fresh && resumed.is_none(),
+        session.spent(),
+    );
+    Ok(RunResult {
+        exit_code: exit_code(&report),
+        run_dir: Some(run_dir),
+    })
+}
+
+/// Where the profile came from (for messages), the tenants' keys, and the embedded
+/// reference vendor when the run started one (with fresh keys).
+#[allow(clippy::type_complexity)]
+fn tenants(
+    runtime: &tokio::runtime::Runtime,
+    inputs: &mut Inputs,
+) -> Result<(PathBuf, Vec<TenantKey>, Option<SimServer>), HarnessError> {
+    let origin = PathBuf::from(match inputs.vendor_source.as_str() {
+        "embedded" => "<embedded vendors/sim.toml>",
+        path => path,
+    });
+    if inputs.vendor_source == "embedded" {
+        let (tenants, sim) = start_sim(runtime, &mut inputs.profile)?;
+        return Ok((origin, tenants, Some(sim)));
+    }
+    let tenants = crate::vendor::resolve_credentials(&inputs.profile, &origin, |name| std::env::var(name).ok())?;
+    Ok((origin, tenants, None))
+}
+
+/// A resumed run's first part read into the session: its canaries, its requests'
+/// text, and its leaks in the cases it runs again.
+fn rescan(resumed: &Resumed, session: &Session, transcript_path: &Path) -> Result<(), HarnessError> {
+    resumed
+        .rescan(session, transcript_path)
+        .map_err(|source| HarnessError::Write {
+            path: transcript_path.to_owned(),
+            source,
+        })
+}
+
+/// `--list`: the cases of this share, as libtest lists tests.
+fn list(suite: &Suite, partition: Option<crate::shard::Partition>, args: &Arguments) -> RunResult {
+    let trials = suite
+        .cases
+        .iter()
+        .enumerate()
+        .filter(|(position, _)| crate::shard::Partition::in_share(partition, *position))
+        .map(|(_, c)| Trial::test(c.id.clone(), || Ok(())).with_kind(c.threat.to_string()))
+        .collect();
+    let _ = libtest_mimic::run(args, trials);
+    RunResult {
+        exit_code: exit::SUCCESS,
+        run_dir: None,
+    }
+}
+
+/// The key the report is signed with.
+struct Signer {
+    key: ed25519_dalek::SigningKey,
+    /// Whether the run wrote it (its public half is in the run folder).
+    fresh: bool,
+}
+
+impl Signer {
+    /// `--key`, the pair a resumed run's first part wrote, or a new pair; the public
+    /// key is written beside the report.
+    fn choose(opts: &RunOptions, resumed: Option<&Resumed>, run_dir: &Path) -> Result<Signer, HarnessError> {
+        let own_key = run_dir.join(key::PRIVATE_KEY_FILE);
+        let (key, fresh) = match (&opts.key, resumed) {
+            (Some(path), _) => (key::read_private(path)?, false),
+            // A resumed run signs with the pair its first part wrote.
+            (None, Some(_)) if own_key.exists() => (key::read_private(&own_key)?, true),
+            (None, Some(r)) => {
+                return Err(HarnessError::RunDir {
+                    path: r.dir.clone(),
+                    problem: "its report was signed with your own key: give it again with --key".into(),
+                });
+            }
+            (None, None) => (key::write_new_pair(run_dir)?.0, true),
+        };
+        if let Some(r) = resumed {
+            if r.public != key.verifying_key() {
+                return Err(HarnessError::RunDir {
+                    path: r.dir.clone(),
+                    problem: "--key is not the key that signed its report: sign the whole run with one key".into(),
+                });
+            }
+        } else if !fresh {
+            key::write_public(run_dir, &key.verifying_key())?;
+        }
+        Ok(Signer { key, fresh })
+    }
+}
+
+/// The run secret and what it was drawn from, and when the run began: a resumed run
+/// keeps its first part's.
+struct Drawn {
+    seed_hex: String,
+    challenge_hex: Option<String>,
+    secret: RunSecret,
+    started_at: String,
+}
+
+impl Drawn {
+    fn of(opts: &RunOptions, resumed: Option<&Resumed>) -> Drawn {
+        match resumed {
+            Some(r) => {
+                let rs = &r.report.run_secret;
+                Drawn {
+                    seed_hex: rs.seed.clone(),
+                    challenge_hex: rs.challenge.clone(),
+                    secret: RunSecret::from_hex(&rs.revealed).expect("a verified report's secret is hex"),
+                    started_at: r.report.started_at.clone(),
+                }
+            }
+            None => {
+                let seed: [u8; 32] = crate::random_bytes();
+                Drawn {
+                    seed_hex: crate::hex(&seed),
+                    challenge_hex: opts.challenge.as_deref().map(crate::hex),
+                    secret: RunSecret::derive(&seed, opts.challenge.as_deref().unwrap_or_default()),
+                    started_at: crate::now_rfc3339(),
+                }
+            }
+        }
+    }
+}
+
+/// The transcript: a new one whose header commits to the run secret, or a resumed
+/// run's, continued after a `resume` line.
+fn open_transcript(
+    path: &Path,
+    redactor: &Redactor,
+    resumed: Option<&Resumed>,
+    vendor: &str,
+    drawn: &Drawn,
+) -> Result<Transcript, HarnessError> {
+    match resumed {
+        Some(r) => Transcript::resume(path, redactor.clone(), &r.unfinished),
         None => Transcript::create(
-            &transcript_path,
+            path,
             redactor.clone(),
             &Header {
                 tool: "tenantcheck",
                 version: crate::TOOL_VERSION,
-                vendor: &profile.name,
-                secret_commitment: &commitment,
-                challenge: challenge_hex.as_deref(),
+                vendor,
+                secret_commitment: &drawn.secret.commitment(),
+                challenge: drawn.challenge_hex.as_deref(),
             },
         ),
     }
     .map_err(|source| HarnessError::Write {
-        path: transcript_path.clone(),
+        path: path.to_owned(),
         source,
-    })?;
-    let transcript = Arc::new(transcript);
-    let provider = crate::adapter::provider(&profile).map_err(|e| HarnessError::Unreachable {
-        url: profile.base_url().to_owned(),
-        tenant: "-".into(),
-        error: e.to_string(),
-    })?;
-    // The run's events: the progress line on a terminal, and the outcomes the report
-    // is built from.
-    let outcomes = Arc::new(Outcomes::default());
-    let mut observers: Vec<Arc<dyn Observer>> = vec![outcomes.clone()];
-    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        observers.push(Arc::new(Progress));
-    }
-    // The trial list in libtest's default format is the harness's own, with verdicts;
-    // libtest-mimic keeps its machine formats (json, terse), selection and `--list`.
-    let lines = matches!(opts.trials.format, None | Some(libtest_mimic::FormatSetting::Pretty)) && !opts.trials.quiet;
-    let trial_lines = lines.then(|| {
-        Arc::new(TrialLines::new(
-            suite
-                .cases
-                .iter()
-                .map(|c| (c.id.clone(), c.threat.to_string()))
-                .collect(),
-        ))
-    });
-    if let Some(t) = &trial_lines {
-        observers.push(t.clone());
-    }
-    let observer: Arc<dyn Observer> = Arc::new(Fanout(observers));
-    let session = Arc::new(
-        Session::new(profile.clone(), provider, tenants, transcript.clone(), secret.clone())
-            .with_observer(observer.clone())
-            .with_budget(opts.budget)
-            .with_stop(stop),
-    );
-    if let Some(r) = &resumed {
-        r.rescan(&session, &transcript_path)
-            .map_err(|source| HarnessError::Write {
-                path: transcript_path.clone(),
-                source,
-            })?;
-    }
-    runtime.block_on(preflight(&session, &origin))?;
+    })
+}
 
-    // Cases the interruption did not let finish (not started, or cut short).
-    let unfinished: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
+/// The run's observers: the outcomes the report is built from, the progress line on
+/// a terminal, and the trial lines.
+struct Events {
+    outcomes: Arc<Outcomes>,
+    trial_lines: Option<Arc<TrialLines>>,
+    observer: Arc<dyn Observer>,
+}
 
-    // The cases run in an order, and after pauses, drawn from the run secret: a vendor
-    // cannot tell which case comes next, or when, from a fixed script.
+impl Events {
+    fn new(suite: &Suite, args: &Arguments) -> Events {
+        let outcomes = Arc::new(Outcomes::default());
+        let mut observers: Vec<Arc<dyn Observer>> = vec![outcomes.clone()];
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            observers.push(Arc::new(Progress));
+        }
+        // The trial list in libtest's default format is the harness's own, with
+        // verdicts; libtest-mimic keeps its machine formats (json, terse), selection
+        // and `--list`.
+        let lines = matches!(args.format, None | Some(libtest_mimic::FormatSetting::Pretty)) && !args.quiet;
+        let trial_lines = lines.then(|| {
+            Arc::new(TrialLines::new(
+                suite
+                    .cases
+                    .iter()
+                    .map(|c| (c.id.clone(), c.threat.to_string()))
+                    .collect(),
+            ))
+        });
+        if let Some(t) = &trial_lines {
+            observers.push(t.clone());
+        }
+        Events {
+            outcomes,
+            trial_lines,
+            observer: Arc::new(Fanout(observers)),
+        }
+    }
+}
+
+/// What every trial shares.
+struct Ran {
+    session: Arc<Session>,
+    /// Cases the interruption did not let finish (not started, or cut short).
+    unfinished: Arc<Mutex<std::collections::BTreeSet<String>>>,
+    handle: tokio::runtime::Handle,
+    observer: Arc<dyn Observer>,
+    redactor: Redactor,
+    advisories: Vec<crate::advisory::Advisory>,
+}
+
+/// The trials of this share (of a resumed run, those it did not finish), in an order,
+/// and after pauses, drawn from the run secret: a vendor cannot tell which case comes
+/// next, or when, from a fixed script.
+fn trials(
+    suite: &Suite,
+    partition: Option<crate::shard::Partition>,
+    resumed: Option<&Resumed>,
+    secret: &RunSecret,
+    ran: &Ran,
+) -> Vec<Trial> {
     let mut order: Vec<&crate::suite::Case> = suite
         .cases
         .iter()
         .enumerate()
         .filter(|(position, _)| crate::shard::Partition::in_share(partition, *position))
         .map(|(_, c)| c)
-        .filter(|c| resumed.as_ref().is_none_or(|r| r.unfinished.contains(&c.id)))
+        .filter(|c| resumed.is_none_or(|r| r.unfinished.contains(&c.id)))
         .collect();
     order.sort_by_key(|c| secret.seed(ORDER, &c.id, 0));
-    let trials: Vec<Trial> = order
+    order
         .into_iter()
         .map(|case| {
             let pause = std::time::Duration::from_millis(secret.seed(ORDER, &case.id, 1) % MAX_PAUSE_MS);
-            let case = case.clone();
-            let session = session.clone();
-            let unfinished = unfinished.clone();
-            let handle = runtime.handle().clone();
-            let observer = observer.clone();
-            let redactor = redactor.clone();
-            let advisories = suite.advisories.clone();
             let kind = case.threat.to_string();
-            Trial::test(case.id.clone(), move || {
-                let id = case.id.clone();
-                if let Some(why) = session.stopped() {
-                    unfinished.lock().expect("lock poisoned").insert(id.clone());
-                    let summary = format!("not run: {why}");
-                    observer.on(&RunEvent::CaseFinished {
-                        case: &id,
-                        outcome: &Outcome::inconclusive(summary.clone()),
-                    });
-                    return Err(Failed::from(format!("inconclusive: {summary}")));
-                }
-                observer.on(&RunEvent::CaseStarted { case: &id });
-                std::thread::sleep(pause);
-                let probe_session = session.clone();
-                // The probe runs as a task on the runtime's workers, beside the
-                // connections it uses, not on this trial thread: every request would
-                // otherwise cross threads twice (about 40% more CPU per request, see
-                // docs/performance.md). A panic comes back as the task's result.
-                let task = handle.spawn(async move {
-                    let ctx = crate::probe::Context {
-                        case_id: &case.id,
-                        session: &probe_session,
-                        advisories: &advisories,
-                    };
-                    crate::probe::run(&case.probe, ctx).await
-                });
-                let outcome = match handle.block_on(task) {
-                    Ok(outcome) => outcome,
-                    Err(e) => match e.try_into_panic() {
-                        Ok(panic) => tool_bug(&panic),
-                        Err(e) => tool_bug(&(Box::new(e.to_string()) as Box<dyn std::any::Any + Send>)),
-                    },
-                };
-                let mut outcome = outcome;
-                if session.was_cut(&id) && outcome.verdict != Verdict::Fail {
-                    // Cut short by an interruption or the vendor's refusals: never a
-                    // pass, and a resumed run runs it again. (A failure stands: its
-                    // finding is evidence.)
-                    unfinished.lock().expect("lock poisoned").insert(id.clone());
-                    if outcome.verdict == Verdict::Pass {
-                        outcome.verdict = Verdict::Inconclusive;
-                        outcome.summary = format!(
-                            "stopped before it finished ({}): {}",
-                            session.stopped().unwrap_or_else(|| "interrupted".into()),
-                            outcome.summary
-                        );
-                    }
-                }
-                let verdict = outcome.verdict;
-                // libtest-mimic prints this: one line, vendor text inert.
-                let summary = inert(&redactor.redact(&outcome.summary), Sink::Terminal).into_owned();
-                observer.on(&RunEvent::CaseFinished {
-                    case: &id,
-                    outcome: &outcome,
-                });
-                match verdict {
-                    Verdict::Pass | Verdict::Skipped => Ok(()),
-                    Verdict::Fail => Err(Failed::from(summary)),
-                    Verdict::Inconclusive => Err(Failed::from(format!("inconclusive: {summary}"))),
-                }
-            })
-            .with_kind(kind)
+            let (case, ran) = (case.clone(), ran.clone());
+            Trial::test(case.id.clone(), move || ran.trial(case, pause)).with_kind(kind)
         })
-        .collect();
-    // One case at a time unless asked otherwise: a probe sets up what the vendor's
-    // caches hold (another tenant's residue, a prefix) and another case running beside
-    // it would disturb that, making the evidence depend on scheduling.
-    let mut trial_args = opts.trials.clone();
+        .collect()
+}
+
+impl Clone for Ran {
+    fn clone(&self) -> Self {
+        Ran {
+            session: self.session.clone(),
+            unfinished: self.unfinished.clone(),
+            handle: self.handle.clone(),
+            observer: self.observer.clone(),
+            redactor: self.redactor.clone(),
+            advisories: self.advisories.clone(),
+        }
+    }
+}
+
+impl Ran {
+    fn new(
+        session: &Arc<Session>,
+        runtime: &tokio::runtime::Runtime,
+        events: &Events,
+        redactor: &Redactor,
+        suite: &Suite,
+    ) -> Ran {
+        Ran {
+            session: session.clone(),
+            unfinished: Arc::default(),
+            handle: runtime.handle().clone(),
+            observer: events.observer.clone(),
+            redactor: redactor.clone(),
+            advisories: suite.advisories.clone(),
+        }
+    }
+
+    /// Runs one case after `pause`, and tells libtest-mimic its verdict.
+    fn trial(&self, case: crate::suite::Case, pause: std::time::Duration) -> Result<(), Failed> {
+        let id = case.id.clone();
+        if let Some(why) = self.session.stopped() {
+            self.unfinished.lock().expect("lock poisoned").insert(id.clone());
+            let summary = format!("not run: {why}");
+            self.observer.on(&RunEvent::CaseFinished {
+                case: &id,
+                outcome: &Outcome::inconclusive(summary.clone()),
+            });
+            return Err(Failed::from(format!("inconclusive: {summary}")));
+        }
+        self.observer.on(&RunEvent::CaseStarted { case: &id });
+        std::thread::sleep(pause);
+        let session = self.session.clone();
+        let advisories = self.advisories.clone();
+        // The probe runs as a task on the runtime's workers, beside the connections it
+        // uses, not on this trial thread: every request would otherwise cross threads
+        // twice (about 40% more CPU per request, see docs/performance.md). A panic
+        // comes back as the task's result.
+        let task = self.handle.spawn(async move {
+            let ctx = crate::probe::Context {
+                case_id: &case.id,
+                session: &session,
+                advisories: &advisories,
+            };
+            crate::probe::run(&case.probe, ctx).await
+        });
+        let mut outcome = match self.handle.block_on(task) {
+            Ok(outcome) => outcome,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => tool_bug(&panic),
+                Err(e) => tool_bug(&(Box::new(e.to_string()) as Box<dyn std::any::Any + Send>)),
+            },
+        };
+        if self.session.was_cut(&id) && outcome.verdict != Verdict::Fail {
+            // Cut short by an interruption or the vendor's refusals: never a pass, and
+            // a resumed run runs it again. (A failure stands: its finding is evidence.)
+            self.unfinished.lock().expect("lock poisoned").insert(id.clone());
+            if outcome.verdict == Verdict::Pass {
+                outcome.verdict = Verdict::Inconclusive;
+                outcome.summary = format!(
+                    "stopped before it finished ({}): {}",
+                    self.session.stopped().unwrap_or_else(|| "interrupted".into()),
+                    outcome.summary
+                );
+            }
+        }
+        let verdict = outcome.verdict;
+        // libtest-mimic prints this: one line, vendor text inert.
+        let summary = inert(&self.redactor.redact(&outcome.summary), Sink::Terminal).into_owned();
+        self.observer.on(&RunEvent::CaseFinished {
+            case: &id,
+            outcome: &outcome,
+        });
+        match verdict {
+            Verdict::Pass | Verdict::Skipped => Ok(()),
+            Verdict::Fail => Err(Failed::from(summary)),
+            Verdict::Inconclusive => Err(Failed::from(format!("inconclusive: {summary}"))),
+        }
+    }
+}
+
+/// Runs the trials, one case at a time unless asked otherwise: a probe sets up what
+/// the vendor's caches hold (another tenant's residue, a prefix) and another case
+/// running beside it would disturb that, making the evidence depend on scheduling.
+fn run_trials(args: &Arguments, trials: Vec<Trial>, events: &Events) {
+    let mut trial_args = args.clone();
     trial_args.test_threads.get_or_insert(1);
     let started = std::time::Instant::now();
-    if trial_lines.is_some() {
+    if events.trial_lines.is_some() {
         let selected = trials.iter().filter(|t| !trial_args.is_filtered_out(t)).count();
         println!("\nrunning {selected} {}", if selected == 1 { "case" } else { "cases" });
         // libtest-mimic's own lines would say `ok` for a skip and `FAILED` for an
@@ -503,14 +677,42 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         trial_args.logfile = Some(NULL_DEVICE.into());
     }
     let conclusion = libtest_mimic::run(&trial_args, trials);
-    observer.on(&RunEvent::Finished);
-    if let Some(t) = &trial_lines {
+    events.observer.on(&RunEvent::Finished);
+    if let Some(t) = &events.trial_lines {
         println!("\n{}\n", t.result_line(conclusion.num_filtered_out, started.elapsed()));
     }
+}
 
-    let mut results = outcomes.take();
+/// What the report is assembled from.
+struct Assembly<'a> {
+    opts: &'a RunOptions,
+    inputs: Inputs,
+    partition: Option<crate::shard::Partition>,
+    resumed: Option<&'a Resumed>,
+    previous: Option<crate::report::PreviousReport>,
+    drawn: Drawn,
+    transcript: &'a Transcript,
+    ran: &'a Ran,
+    /// Each case's outcome, by id.
+    outcomes: BTreeMap<String, Outcome>,
+}
+
+/// The report of the run: every case of the suite, with its outcome (a resumed run's
+/// earlier ones where it did not run them again), tallied.
+fn assemble(a: Assembly<'_>) -> Report {
+    let Assembly {
+        opts,
+        inputs,
+        partition,
+        resumed,
+        previous,
+        drawn,
+        transcript,
+        ran,
+        mut outcomes,
+    } = a;
+    let suite = &inputs.suite;
     let mut earlier: BTreeMap<String, Outcome> = resumed
-        .as_ref()
         .map(|r| {
             r.report
                 .cases
@@ -530,7 +732,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             requirement: c.requirement.clone(),
             probe: c.probe.kind().to_owned(),
             params: c.probe.params(),
-            outcome: results
+            outcome: outcomes
                 .remove(&c.id)
                 .or_else(|| earlier.remove(&c.id))
                 .unwrap_or_else(|| match partition {
@@ -541,6 +743,81 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
                 }),
         })
         .collect();
+    let (interrupted, refused) = stops(&ran.session, &ran.unfinished);
+    let mut resumed_at = resumed.map(|r| r.report.resumed_at.clone()).unwrap_or_default();
+    if let Some(r) = resumed {
+        resumed_at.push(r.at.clone());
+    }
+    let mut report = Report {
+        format_version: crate::report::FORMAT_VERSION,
+        tool: ToolInfo {
+            name: "tenantcheck".into(),
+            version: crate::TOOL_VERSION.into(),
+        },
+        started_at: drawn.started_at,
+        finished_at: crate::now_rfc3339(),
+        verdict: Verdict::Skipped,
+        totals: Totals::default(),
+        suite: suite_record(suite),
+        vendor: VendorRecord {
+            source: inputs.vendor_source,
+            profile_sha256: inputs.profile_sha256,
+            profile: inputs.profile,
+        },
+        run_secret: RunSecretRecord {
+            commitment: drawn.secret.commitment(),
+            revealed: drawn.secret.to_hex(),
+            seed: drawn.seed_hex,
+            challenge: drawn.challenge_hex,
+        },
+        transcript: TranscriptRecord {
+            file: TRANSCRIPT_FILE.into(),
+            summary: transcript.summary(),
+        },
+        canaries: ran.session.issued(),
+        cases,
+        interrupted,
+        refused,
+        rate_limits: rate_limits(&ran.session, resumed.and_then(|r| r.report.rate_limits)),
+        resumed_at,
+        previous: previous.or_else(|| resumed.and_then(|r| r.report.previous.clone())),
+        partition,
+        selection: match resumed {
+            Some(r) => r.report.selection.clone(),
+            None => selection(&inputs.suite, partition, &opts.trials),
+        },
+    };
+    report.tally();
+    report
+}
+
+/// The suite's record in the report: its digest and every file's.
+fn suite_record(suite: &Suite) -> SuiteRecord {
+    SuiteRecord {
+        digest: suite.digest.clone(),
+        files: suite
+            .cases
+            .iter()
+            .map(|c| SuiteFile {
+                id: c.id.clone(),
+                path: c.file.clone(),
+                sha256: c.sha256.clone(),
+            })
+            .chain(suite.advisories.iter().map(|a| SuiteFile {
+                id: a.id.clone(),
+                path: a.file.clone(),
+                sha256: a.sha256.clone(),
+            }))
+            .collect(),
+    }
+}
+
+/// Why the run stopped early, if it did: an interruption, or (else) the vendor's
+/// refusals; each names the cases left unfinished.
+fn stops(
+    session: &Session,
+    unfinished: &Mutex<std::collections::BTreeSet<String>>,
+) -> (Option<Interruption>, Option<Refused>) {
     let unfinished: Vec<String> = std::mem::take(&mut *unfinished.lock().expect("lock poisoned"))
         .into_iter()
         .collect();
@@ -558,122 +835,54 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
             stopped_at: crate::now_rfc3339(),
             unfinished,
         });
-    let mut resumed_at = resumed
-        .as_ref()
-        .map(|r| r.report.resumed_at.clone())
-        .unwrap_or_default();
-    if let Some(r) = &resumed {
-        resumed_at.push(r.at.clone());
-    }
-    let mut report = Report {
-        format_version: crate::report::FORMAT_VERSION,
-        tool: ToolInfo {
-            name: "tenantcheck".into(),
-            version: crate::TOOL_VERSION.into(),
-        },
-        started_at,
-        finished_at: crate::now_rfc3339(),
-        verdict: Verdict::Skipped,
-        totals: Totals::default(),
-        vendor: VendorRecord {
-            source: vendor_source,
-            profile_sha256,
-            profile,
-        },
-        suite: SuiteRecord {
-            digest: suite.digest.clone(),
-            files: suite
-                .cases
-                .iter()
-                .map(|c| SuiteFile {
-                    id: c.id.clone(),
-                    path: c.file.clone(),
-                    sha256: c.sha256.clone(),
-                })
-                .chain(suite.advisories.iter().map(|a| SuiteFile {
-                    id: a.id.clone(),
-                    path: a.file.clone(),
-                    sha256: a.sha256.clone(),
-                }))
-                .collect(),
-        },
-        run_secret: RunSecretRecord {
-            commitment,
-            revealed: secret.to_hex(),
-            seed: seed_hex,
-            challenge: challenge_hex.clone(),
-        },
-        transcript: TranscriptRecord {
-            file: TRANSCRIPT_FILE.into(),
-            summary: transcript.summary(),
-        },
-        canaries: session.issued(),
-        cases,
-        interrupted,
-        refused,
-        rate_limits: rate_limits(&session, resumed.as_ref().and_then(|r| r.report.rate_limits)),
-        resumed_at,
-        previous: previous.or_else(|| resumed.as_ref().and_then(|r| r.report.previous.clone())),
-        partition,
-        selection: match &resumed {
-            Some(r) => r.report.selection.clone(),
-            None => selection(&suite, partition, &opts.trials),
-        },
-    };
-    report.tally();
-    let report = redact_report(&report, &redactor);
-    let envelope = report.sign(&signing_key);
+    (interrupted, refused)
+}
+
+/// Signs the report and writes it, its Test Result and its renderings into the run
+/// folder; returns the envelope's path.
+fn write_report(
+    report: &Report,
+    signer: &Signer,
+    run_dir: &Path,
+    transcript_path: &Path,
+) -> Result<PathBuf, HarnessError> {
+    let envelope = report.sign(&signer.key);
     let envelope_path = run_dir.join(ENVELOPE_FILE);
     let json = serde_json::to_vec_pretty(&envelope).expect("envelopes serialise");
     write_file(&envelope_path, &json)?;
     // The same run in the Test Result predicate generic tooling reads, about the
     // report's envelope and the transcript.
-    let test_result = crate::attestation::sign_test_result(&report, &json, &signing_key);
+    let test_result = crate::attestation::sign_test_result(report, &json, &signer.key);
     write_file(
         &run_dir.join(crate::attestation::TEST_RESULT_FILE),
         &serde_json::to_vec_pretty(&test_result).expect("envelopes serialise"),
     )?;
-    let key_id = key::key_id(&signing_key.verifying_key());
-    let transcript_bytes = std::fs::read(&transcript_path).map_err(|source| HarnessError::Write {
-        path: transcript_path.clone(),
+    let key_id = key::key_id(&signer.key.verifying_key());
+    let transcript_bytes = std::fs::read(transcript_path).map_err(|source| HarnessError::Write {
+        path: transcript_path.to_owned(),
         source,
     })?;
     let rendered = [
-        (
-            HTML_FILE,
-            crate::render::html(&report, &key_id, Some(&transcript_bytes)),
-        ),
-        (MARKDOWN_FILE, crate::render::markdown(&report, &key_id)),
-        (JUNIT_FILE, crate::render::junit(&report)),
+        (HTML_FILE, crate::render::html(report, &key_id, Some(&transcript_bytes))),
+        (MARKDOWN_FILE, crate::render::markdown(report, &key_id)),
+        (JUNIT_FILE, crate::render::junit(report)),
     ];
     for (name, text) in rendered {
         write_file(&run_dir.join(name), text.as_bytes())?;
     }
-    if let Some(sim) = sim {
-        let _ = runtime.block_on(sim.shutdown());
-    }
+    Ok(envelope_path)
+}
 
-    let _ = print_summary(
-        out,
-        &report,
-        &run_dir,
-        &envelope_path,
-        &public_path,
-        fresh_key && resumed.is_none(),
-        session.spent(),
-    );
+/// The run's exit code (see [`crate::exit`]).
+fn exit_code(report: &Report) -> u8 {
     let credential_refused = report.refused.as_ref().is_some_and(|r| r.refusal.is_credential());
-    let exit_code = match (report.verdict, &report.interrupted) {
+    match (report.verdict, &report.interrupted) {
         (Verdict::Fail, _) => exit::FAILED,
         (_, Some(_)) => exit::INTERRUPTED,
         _ if credential_refused => exit::SETUP_ERROR,
         (Verdict::Inconclusive, None) => exit::INCONCLUSIVE,
         (Verdict::Pass | Verdict::Skipped, None) => exit::SUCCESS,
-    };
-    Ok(RunResult {
-        exit_code,
-        run_dir: Some(run_dir),
-    })
+    }
 }
 
 /// What a run reads before it sends anything: the suite and the vendor profile (with

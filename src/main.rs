@@ -519,58 +519,97 @@ fn run(args: RunArgs) -> u8 {
 }
 
 fn sim(args: SimArgs) -> u8 {
-    let specs = if args.tenants.is_empty() {
-        vec!["a=TENANTCHECK_KEY_A".to_owned(), "b=TENANTCHECK_KEY_B".to_owned()]
-    } else {
-        args.tenants
-    };
-    let mut tenants = Vec::new();
-    for spec in &specs {
-        let Some((label, env)) = spec.split_once('=') else {
-            tell!("error: --tenant {spec:?}: write LABEL=ENV, for example a=TENANTCHECK_KEY_A");
+    let listen = args.listen;
+    let config = match sim_config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            tell!("error: {e}");
             return exit::SETUP_ERROR;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            tell!("error: cannot start the async runtime: {e}");
+            return exit::SETUP_ERROR;
+        }
+    };
+    runtime.block_on(async {
+        let summary = sim_summary(&config);
+        let server = match SimServer::start(config, listen).await {
+            Ok(s) => s,
+            Err(e) => {
+                tell!("error: cannot listen on {listen}: {e}");
+                return exit::SETUP_ERROR;
+            }
+        };
+        say!("tenantcheck sim: listening on {} ({summary})", server.base_url());
+        let _ = std::io::stdout().flush();
+        tokio::select! {
+            r = server.wait() => match r {
+                Ok(()) => exit::SUCCESS,
+                Err(e) => { tell!("error: the server stopped: {e}"); exit::SETUP_ERROR }
+            },
+            _ = shutdown_signal() => exit::SUCCESS,
+        }
+    })
+}
+
+/// The tenants of `tenantcheck sim`, each `LABEL=ENV` with its key read from ENV.
+fn sim_tenants(specs: &[String]) -> Result<Vec<(String, tenantcheck::sim::ApiKey)>, String> {
+    let mut tenants = Vec::new();
+    for spec in specs {
+        let Some((label, env)) = spec.split_once('=') else {
+            return Err(format!(
+                "--tenant {spec:?}: write LABEL=ENV, for example a=TENANTCHECK_KEY_A"
+            ));
         };
         match std::env::var(env) {
             Ok(v) if v.chars().count() >= tenantcheck::vendor::MIN_CREDENTIAL_CHARS => {
                 tenants.push((label.to_owned(), tenantcheck::sim::ApiKey::new(v)))
             }
             Ok(v) if !v.is_empty() => {
-                tell!(
-                    "error: tenant {label}: the key in {env} has {} characters; use at least {}",
+                return Err(format!(
+                    "tenant {label}: the key in {env} has {} characters; use at least {}",
                     v.chars().count(),
                     tenantcheck::vendor::MIN_CREDENTIAL_CHARS
-                );
-                return exit::SETUP_ERROR;
+                ));
             }
             _ => {
-                tell!(
-                    "error: tenant {label}: environment variable {env} is not set; fix: export {env} with the key this tenant should use"
-                );
-                return exit::SETUP_ERROR;
+                return Err(format!(
+                    "tenant {label}: environment variable {env} is not set; fix: export {env} with the key this tenant should use"
+                ));
             }
         }
     }
+    Ok(tenants)
+}
+
+/// The reference vendor `tenantcheck sim`'s flags describe, or what is wrong with them.
+fn sim_config(args: SimArgs) -> Result<SimConfig, String> {
+    let specs = if args.tenants.is_empty() {
+        vec!["a=TENANTCHECK_KEY_A".to_owned(), "b=TENANTCHECK_KEY_B".to_owned()]
+    } else {
+        args.tenants.clone()
+    };
+    let tenants = sim_tenants(&specs)?;
     if args.context < 64 || args.page_tokens == 0 {
-        tell!("error: --context must be at least 64 and --page-tokens at least 1");
-        return exit::SETUP_ERROR;
+        return Err("--context must be at least 64 and --page-tokens at least 1".to_owned());
     }
     if args.nodes == 0 || args.bad_nodes.is_some_and(|k| k > args.nodes) {
-        tell!(
-            "error: --nodes is {} and --bad-nodes {:?}; fix: give at least one node, and at most as many bad nodes as nodes",
-            args.nodes,
-            args.bad_nodes
-        );
-        return exit::SETUP_ERROR;
+        return Err(format!(
+            "--nodes is {} and --bad-nodes {:?}; fix: give at least one node, and at most as many bad nodes as nodes",
+            args.nodes, args.bad_nodes
+        ));
     }
     for (flag, name) in [
         ("--node-header", &args.node_header),
         ("--affinity-header", &args.affinity_header),
     ] {
         if name != "none" && reqwest::header::HeaderName::try_from(name.to_ascii_lowercase()).is_err() {
-            tell!(
-                "error: {flag} {name:?} is not a header name; fix: give letters, digits and dashes, such as x-served-by"
-            );
-            return exit::SETUP_ERROR;
+            return Err(format!(
+                "{flag} {name:?} is not a header name; fix: give letters, digits and dashes, such as x-served-by"
+            ));
         }
     }
     let fleet = (args.nodes > 1).then(|| tenantcheck::sim::Fleet {
@@ -581,18 +620,13 @@ fn sim(args: SimArgs) -> u8 {
         node_fingerprint: args.node_fingerprint,
         affinity_header: args.affinity_header.clone(),
     });
-    let leak_transform = match args
+    let leak_transform = args
         .leak_transform
         .as_deref()
         .map(|s| LeakTransform::parse(s, args.leak_seed))
-    {
-        Some(Err(e)) => {
-            tell!("error: --leak-transform: {e}");
-            return exit::SETUP_ERROR;
-        }
-        parsed => parsed.map(Result::unwrap),
-    };
-    let config = SimConfig {
+        .transpose()
+        .map_err(|e| format!("--leak-transform: {e}"))?;
+    Ok(SimConfig {
         model: args.model,
         context: args.context,
         page_tokens: args.page_tokens,
@@ -629,53 +663,32 @@ fn sim(args: SimArgs) -> u8 {
             latency: args.latency_jitter.map(Duration::from_millis),
             seed: args.jitter_seed,
         },
-    };
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            tell!("error: cannot start the async runtime: {e}");
-            return exit::SETUP_ERROR;
-        }
-    };
-    runtime.block_on(async {
-        let pools = match config.disaggregated {
-            Some(d) => format!(
-                "disaggregated: prefill pool {} tokens, decode pool {} tokens",
-                d.prefill_pool_tokens, d.decode_pool_tokens
-            ),
-            None => format!("one pool of {} tokens", config.pages() * config.page_tokens),
-        };
-        let faults: Vec<&str> = config.faults.iter().map(|f| f.name()).collect();
-        let summary = format!(
-            "model {}, context {}, {pools}, {}-token pages, prefix cache {}, response cache {}, faults: {}",
-            config.model,
-            config.context,
-            config.page_tokens,
-            config.prefix_cache().name(),
-            config.response_cache().name(),
-            if faults.is_empty() {
-                "none".to_owned()
-            } else {
-                faults.join(", ")
-            }
-        );
-        let server = match SimServer::start(config, args.listen).await {
-            Ok(s) => s,
-            Err(e) => {
-                tell!("error: cannot listen on {}: {e}", args.listen);
-                return exit::SETUP_ERROR;
-            }
-        };
-        say!("tenantcheck sim: listening on {} ({summary})", server.base_url());
-        let _ = std::io::stdout().flush();
-        tokio::select! {
-            r = server.wait() => match r {
-                Ok(()) => exit::SUCCESS,
-                Err(e) => { tell!("error: the server stopped: {e}"); exit::SETUP_ERROR }
-            },
-            _ = shutdown_signal() => exit::SUCCESS,
-        }
     })
+}
+
+/// One line on what the reference vendor runs.
+fn sim_summary(config: &SimConfig) -> String {
+    let pools = match config.disaggregated {
+        Some(d) => format!(
+            "disaggregated: prefill pool {} tokens, decode pool {} tokens",
+            d.prefill_pool_tokens, d.decode_pool_tokens
+        ),
+        None => format!("one pool of {} tokens", config.pages() * config.page_tokens),
+    };
+    let faults: Vec<&str> = config.faults.iter().map(|f| f.name()).collect();
+    format!(
+        "model {}, context {}, {pools}, {}-token pages, prefix cache {}, response cache {}, faults: {}",
+        config.model,
+        config.context,
+        config.page_tokens,
+        config.prefix_cache().name(),
+        config.response_cache().name(),
+        if faults.is_empty() {
+            "none".to_owned()
+        } else {
+            faults.join(", ")
+        }
+    )
 }
 
 async fn shutdown_signal() {

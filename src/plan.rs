@@ -99,7 +99,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
             .cases
             .iter()
             .enumerate()
-            .filter(|(position, c)| in_share(*position) && selected(&opts.trials, &c.id))
+            .filter(|(position, c)| in_share(*position) && crate::harness::selected(&opts.trials, &c.id))
         {
             let before = session.spent();
             let ctx = crate::probe::Context {
@@ -208,18 +208,6 @@ fn print_bounds(
         }
     }
     Ok(())
-}
-
-/// Whether libtest-mimic's filter arguments select case `id` (as they select trials).
-pub(crate) fn selected(args: &libtest_mimic::Arguments, id: &str) -> bool {
-    let matches = |pattern: &str| {
-        if args.exact {
-            id == pattern
-        } else {
-            id.contains(pattern)
-        }
-    };
-    args.filter.as_deref().is_none_or(matches) && !args.skip.iter().any(|s| matches(s))
 }
 
 /// `requests` requests like the average one `sent`, each with `max_tokens`.
@@ -381,11 +369,11 @@ mod tests {
     #[test]
     fn the_filter_selects_cases_as_it_selects_trials() {
         let mut args = libtest_mimic::Arguments::from_iter(["tenantcheck", "context"]);
-        assert!(selected(&args, "context.boundary"));
-        assert!(!selected(&args, "isolation.canary-residue"));
+        assert!(crate::harness::selected(&args, "context.boundary"));
+        assert!(!crate::harness::selected(&args, "isolation.canary-residue"));
         args.skip.push("boundary".into());
-        assert!(!selected(&args, "context.boundary"));
+        assert!(!crate::harness::selected(&args, "context.boundary"));
         args = libtest_mimic::Arguments::from_iter(["tenantcheck", "--exact", "context"]);
-        assert!(!selected(&args, "context.boundary"));
+        assert!(!crate::harness::selected(&args, "context.boundary"));
     }
 }

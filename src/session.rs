@@ -91,40 +91,53 @@ pub struct Session {
     transcript: Arc<Transcript>,
     secret: RunSecret,
     in_flight: Semaphore,
-    canaries: std::sync::Mutex<Registry>,
+    /// What the run's answers showed, judged as each line is written (one lock: each
+    /// answer is judged against exactly the lines before it, as `verify` judges it).
+    ledger: std::sync::Mutex<Ledger>,
+    /// What the run has spent, and the vendor's refusals in a row.
+    accounts: std::sync::Mutex<Accounts>,
     /// Who hears of every request recorded.
     observer: std::sync::Arc<dyn crate::event::Observer>,
     budget: Budget,
-    spent: std::sync::Mutex<Spent>,
-    /// Over the answers that reported usage: the budget's estimate of their prompts and
-    /// the vendor's count, to put a refused prompt in the vendor's tokens.
-    counts: std::sync::Mutex<(u64, u64)>,
-    /// Every other tenant's canary found in any answer, by case: the net under every
-    /// probe (which `probe::run` adds to its outcome).
-    leaks: std::sync::Mutex<Vec<(String, crate::outcome::LeakEvidence)>>,
     /// Set to the signal's name when the run is interrupted: no request is sent after
     /// it, and requests in flight are abandoned.
     stop: tokio::sync::watch::Receiver<Option<&'static str>>,
-    /// The cases the interruption cut: a request refused or abandoned because of it.
-    cut: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    /// Answers in a row that refused requests which should succeed.
-    refusals: std::sync::Mutex<Refusals>,
     /// Set once the vendor has refused enough: no request is sent after it.
     refused: std::sync::OnceLock<Refusal>,
-    /// Every answer that redirected, by case: judged by `probe::run`.
-    redirects: std::sync::Mutex<Vec<(String, Redirect)>>,
     /// Requests more than one case judges, by what they are ([`Session::shared`]).
     shared: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Shared>>>>,
-    /// Every citation so far ([`Session::cited`]).
-    cited: std::sync::Mutex<Vec<Citation>>,
+}
+
+/// What the run's answers showed, by case: the net under every probe, which
+/// `probe::run` adds to each outcome.
+struct Ledger {
+    /// Every canary issued, and the scanner over them.
+    canaries: Registry,
     /// Every request's text by runs of sentences, and, by transcript line, the answers
-    /// that held another request's ([`crate::passage`]). Locked while an exchange is
-    /// written, so that each answer is judged against exactly the lines before it, as
-    /// `verify` judges it.
-    passages: std::sync::Mutex<PassageBook>,
-    /// Every answer that held another request's text, by case: the net under every
-    /// probe for answers not bound to their request (which `probe::run` adds).
-    misrouted: std::sync::Mutex<Vec<(String, crate::outcome::LeakEvidence)>>,
+    /// that held another request's ([`crate::passage`]).
+    passages: PassageBook,
+    /// Every other tenant's canary found in any answer, by case.
+    leaks: Vec<(String, crate::outcome::LeakEvidence)>,
+    /// Every answer that held another request's text, by case (answers not bound to
+    /// their request).
+    misrouted: Vec<(String, crate::outcome::LeakEvidence)>,
+    /// Every answer that redirected, by case.
+    redirects: Vec<(String, Redirect)>,
+    /// Every citation so far ([`Session::cited`]).
+    cited: Vec<Citation>,
+    /// The cases the interruption cut: a request refused or abandoned because of it.
+    cut: std::collections::BTreeSet<String>,
+}
+
+/// What the run has spent, and the vendor's refusals in a row.
+#[derive(Default)]
+struct Accounts {
+    spent: Spent,
+    /// Over the answers that reported usage: the budget's estimate of their prompts and
+    /// the vendor's count, to put a refused prompt in the vendor's tokens.
+    counts: (u64, u64),
+    /// Answers in a row that refused requests which should succeed.
+    refusals: Refusals,
 }
 
 /// The run's passages, and the answers that held another request's text by line.
@@ -377,26 +390,36 @@ impl Session {
             transcript,
             secret,
             in_flight: Semaphore::new(permits),
-            canaries: Default::default(),
+            ledger: std::sync::Mutex::new(Ledger {
+                canaries: Registry::default(),
+                passages: (
+                    crate::passage::Passages::new(&tenants.iter().map(|t| t.label.clone()).collect::<Vec<_>>()),
+                    std::collections::BTreeMap::new(),
+                ),
+                leaks: Vec::new(),
+                misrouted: Vec::new(),
+                redirects: Vec::new(),
+                cited: Vec::new(),
+                cut: Default::default(),
+            }),
+            accounts: Default::default(),
             observer: std::sync::Arc::new(crate::event::Nobody),
             budget: Budget::default(),
-            spent: Default::default(),
-            counts: Default::default(),
-            leaks: Default::default(),
             stop: tokio::sync::watch::channel(None).1,
-            cut: Default::default(),
-            refusals: Default::default(),
             refused: Default::default(),
-            redirects: Default::default(),
             shared: Default::default(),
-            cited: Default::default(),
-            passages: std::sync::Mutex::new((
-                crate::passage::Passages::new(&tenants.iter().map(|t| t.label.clone()).collect::<Vec<_>>()),
-                std::collections::BTreeMap::new(),
-            )),
-            misrouted: Default::default(),
             tenants,
         }
+    }
+
+    /// The ledger, locked.
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().expect("ledger poisoned")
+    }
+
+    /// The accounts, locked.
+    fn accounts(&self) -> std::sync::MutexGuard<'_, Accounts> {
+        self.accounts.lock().expect("accounts poisoned")
     }
 
     /// `text` with the run's credentials redacted, for messages that quote the vendor.
@@ -421,7 +444,8 @@ impl Session {
 
     /// Every answer recorded under `case` that redirected.
     pub fn redirects_in(&self, case: &str) -> Vec<Redirect> {
-        let redirects = self.redirects.lock().expect("redirect list poisoned");
+        let mut ledger = self.ledger();
+        let redirects = &mut ledger.redirects;
         redirects
             .iter()
             .filter(|(c, _)| c == case)
@@ -440,7 +464,8 @@ impl Session {
             (Some(s @ 500..=599), Expect::Success) => Some((s, self.profile.stop_after_server_errors)),
             _ => None,
         };
-        let mut run = self.refusals.lock().expect("refusal count poisoned");
+        let mut accounts = self.accounts();
+        let run = &mut accounts.refusals;
         let Some((status, limit)) = refusal else {
             *run = Refusals::default();
             return;
@@ -469,11 +494,11 @@ impl Session {
 
     /// Whether the interruption cut `case` short (refused or abandoned a request of it).
     pub fn was_cut(&self, case: &str) -> bool {
-        self.cut.lock().expect("lock poisoned").contains(case)
+        self.ledger().cut.contains(case)
     }
 
     fn note_cut(&self, case: &str) {
-        self.cut.lock().expect("lock poisoned").insert(case.to_owned());
+        self.ledger().cut.insert(case.to_owned());
     }
 
     /// The signal that interrupted the run, if one did.
@@ -483,7 +508,8 @@ impl Session {
 
     /// Every other tenant's canary found in the answers recorded under `case`.
     pub fn leaks_in(&self, case: &str) -> Vec<crate::outcome::LeakEvidence> {
-        let leaks = self.leaks.lock().expect("leak list poisoned");
+        let mut ledger = self.ledger();
+        let leaks = &mut ledger.leaks;
         leaks
             .iter()
             .filter(|(c, _)| c == case)
@@ -493,7 +519,8 @@ impl Session {
 
     /// Answers recorded under `case` that held another request's text.
     pub fn misrouted_in(&self, case: &str) -> Vec<crate::outcome::LeakEvidence> {
-        let misrouted = self.misrouted.lock().expect("passage list poisoned");
+        let mut ledger = self.ledger();
+        let misrouted = &mut ledger.misrouted;
         misrouted
             .iter()
             .filter(|(c, _)| c == case)
@@ -516,11 +543,10 @@ impl Session {
     /// other requests' text, on `case` (which sent or cites it).
     pub fn rescan(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
         self.note_leaks(case, tenant, seq, exchange);
-        let hits = self.passages.lock().expect("passages poisoned").1.get(&seq).cloned();
+        let hits = self.ledger().passages.1.get(&seq).cloned();
         if let Some(hits) = hits {
-            self.misrouted
-                .lock()
-                .expect("passage list poisoned")
+            self.ledger()
+                .misrouted
                 .extend(hits.into_iter().map(|leak| (case.to_owned(), leak)));
         }
     }
@@ -528,12 +554,7 @@ impl Session {
     /// Judges the answer of the exchange at `seq` against every request before it, and
     /// adds its request's text; keeps a hit by line. The caller holds no other lock.
     fn note_passages(&self, seq: u64, tenant: &str, exchange: &Exchange) {
-        judge_passages(
-            &mut self.passages.lock().expect("passages poisoned"),
-            seq,
-            tenant,
-            exchange,
-        );
+        judge_passages(&mut self.ledger().passages, seq, tenant, exchange);
     }
 
     fn note_leaks(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
@@ -545,7 +566,7 @@ impl Session {
             .into_iter()
             .map(|hit| (case.to_owned(), self.leak_evidence(hit, tenant, seq)))
             .collect();
-        self.leaks.lock().expect("leak list poisoned").extend(found);
+        self.ledger().leaks.extend(found);
     }
 
     /// Limits what the session may send.
@@ -556,13 +577,14 @@ impl Session {
 
     /// What the session has sent so far.
     pub fn spent(&self) -> Spent {
-        *self.spent.lock().expect("budget lock poisoned")
+        self.accounts().spent
     }
 
     /// Takes `prompt_tokens` and `max_tokens` of one request from the budget, or says
     /// which limit it would pass.
     fn charge(&self, prompt_tokens: u64, max_tokens: u64) -> Result<(), SessionError> {
-        let mut spent = self.spent.lock().expect("budget lock poisoned");
+        let mut accounts = self.accounts();
+        let spent = &mut accounts.spent;
         let usd = self
             .profile
             .prices
@@ -605,7 +627,8 @@ impl Session {
     /// secret and registers it, so that every response of the run is scanned for it.
     pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
         let c = self.secret.canary(owner, case, index);
-        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        let mut ledger = self.ledger();
+        let reg = &mut ledger.canaries;
         let i = match reg.index.get(&c.id) {
             // Issued before (a resumed run's case, run again): seeded anew.
             Some(&i) => i,
@@ -620,7 +643,8 @@ impl Session {
     /// Registers the canaries an interrupted run issued, so that every answer of the
     /// resumed run (and the old answers rescanned) is scanned for them.
     pub fn preload(&self, issued: &[crate::report::IssuedCanaries]) {
-        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        let mut ledger = self.ledger();
+        let reg = &mut ledger.canaries;
         for i in issued {
             for n in 0..i.count {
                 let c = self.secret.canary(&i.owner, &i.case, n);
@@ -649,17 +673,13 @@ impl Session {
 
     /// The transcript line of the first request that carried canary `id`.
     pub fn seeded_in(&self, id: &str) -> Option<u64> {
-        self.canaries
-            .lock()
-            .expect("canary registry poisoned")
-            .seeded_in
-            .get(id)
-            .copied()
+        self.ledger().canaries.seeded_in.get(id).copied()
     }
 
     /// Notes which pending canaries the request recorded at `seq` carried.
     fn note_seeding(&self, request: &ChatRequest, seq: u64) {
-        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        let mut ledger = self.ledger();
+        let reg = &mut ledger.canaries;
         if reg.pending.is_empty() {
             return;
         }
@@ -686,7 +706,8 @@ impl Session {
 
     /// Canaries of the run not owned by `recipient` found in `text`.
     pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
-        let mut reg = self.canaries.lock().expect("canary registry poisoned");
+        let mut ledger = self.ledger();
+        let reg = &mut ledger.canaries;
         let reg = &mut *reg;
         let scanner = reg.scanner.get_or_insert_with(|| {
             let marks: Vec<_> = self.tenants.iter().map(|t| self.secret.marks(&t.label)).collect();
@@ -701,7 +722,8 @@ impl Session {
 
     /// How many canaries each (owner, case) was issued: indices 0 to count - 1.
     pub fn issued(&self) -> Vec<crate::report::IssuedCanaries> {
-        let reg = self.canaries.lock().expect("canary registry poisoned");
+        let mut ledger = self.ledger();
+        let reg = &mut ledger.canaries;
         let mut counts: std::collections::BTreeMap<(String, String), u32> = Default::default();
         for c in &reg.issued {
             let (case, index) = c.id[c.owner.len() + 1..]
@@ -939,7 +961,7 @@ impl Session {
             };
             let retry = retry_after(&exchange, backoffs, max_wait);
             if exchange.status == Some(429) {
-                self.spent.lock().expect("budget lock poisoned").rate_limit_answers += 1;
+                self.accounts().spent.rate_limit_answers += 1;
             }
             self.count(prompt_tokens, &exchange);
             let sent = self.record(case, recorded_as, exchange)?;
@@ -970,7 +992,8 @@ impl Session {
                 return Ok(sent);
             }
             if let Some(Retry::RateLimit(_)) = retry {
-                let mut spent = self.spent.lock().expect("budget lock poisoned");
+                let mut accounts = self.accounts();
+                let spent = &mut accounts.spent;
                 spent.rate_limits_waited += 1;
                 spent.rate_limit_secs += wait.as_secs();
             }
@@ -984,7 +1007,8 @@ impl Session {
     fn count(&self, estimate: u64, exchange: &Exchange) {
         let reported = exchange.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
         let counted = {
-            let mut counts = self.counts.lock().expect("count lock poisoned");
+            let mut accounts = self.accounts();
+            let counts = &mut accounts.counts;
             match reported {
                 Some(n) => {
                     counts.0 += estimate;
@@ -995,7 +1019,7 @@ impl Session {
                 None => estimate,
             }
         };
-        self.spent.lock().expect("budget lock poisoned").counted_prompt_tokens += counted;
+        self.accounts().spent.counted_prompt_tokens += counted;
     }
 
     /// The tenant's key, for messages (the variable's name) and requests.
@@ -1010,9 +1034,10 @@ impl Session {
         // The line is written and its answer judged against the lines before it under
         // one lock: the next line's answer is judged against this one's request.
         let seq = {
-            let mut passages = self.passages.lock().expect("passages poisoned");
+            let mut ledger = self.ledger();
+            let passages = &mut ledger.passages;
             let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
-            judge_passages(&mut passages, seq, tenant, &exchange);
+            judge_passages(passages, seq, tenant, &exchange);
             seq
         };
         self.rescan(case, tenant, seq, &exchange);
@@ -1023,10 +1048,7 @@ impl Session {
                 status,
                 location: exchange.headers.get("location").cloned(),
             };
-            self.redirects
-                .lock()
-                .expect("redirect list poisoned")
-                .push((case.to_owned(), redirect));
+            self.ledger().redirects.push((case.to_owned(), redirect));
         }
         self.observer.on(&crate::event::RunEvent::Recorded {
             case,
@@ -1090,7 +1112,7 @@ impl Session {
         }
         let seqs: Vec<u64> = entry.sent.iter().map(|(_, s)| s.seq).collect();
         self.transcript.append_cite(case, &seqs)?;
-        self.cited.lock().expect("citations poisoned").push(Citation {
+        self.ledger().cited.push(Citation {
             judge: case.to_owned(),
             sender: entry.case.clone(),
             lines: seqs,
@@ -1098,25 +1120,30 @@ impl Session {
         for (tenant, sent) in &entry.sent {
             self.rescan(case, tenant, sent.seq, &sent.exchange);
             let redirect = self
+                .ledger()
                 .redirects
-                .lock()
-                .expect("redirect list poisoned")
                 .iter()
                 .find(|(c, r)| *c == entry.case && r.seq == sent.seq)
                 .map(|(_, r)| r.clone());
             if let Some(r) = redirect {
-                self.redirects
-                    .lock()
-                    .expect("redirect list poisoned")
-                    .push((case.to_owned(), r));
+                self.ledger().redirects.push((case.to_owned(), r));
             }
         }
         Ok((value, Some(entry.case)))
     }
 
+    /// Records what `case`'s exchanges were to the rule that judges them (a `roles`
+    /// line): `verify` hands the rule the same lines, so that it judges them as the run
+    /// did.
+    pub fn roles(&self, case: &str, roles: &[(&str, Vec<u64>)]) -> Result<(), SessionError> {
+        let roles = roles.iter().map(|(r, s)| ((*r).to_owned(), s.clone())).collect();
+        self.transcript.append_roles(case, &roles)?;
+        Ok(())
+    }
+
     /// Every citation so far ([`Session::shared`]).
     pub fn cited(&self) -> Vec<Citation> {
-        self.cited.lock().expect("citations poisoned").clone()
+        self.ledger().cited.clone()
     }
 
     /// Tells `observer` of every request recorded ([`crate::event::RunEvent::Recorded`]).

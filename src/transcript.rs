@@ -46,6 +46,10 @@ enum Record<'a> {
         case: &'a str,
         cites: &'a [u64],
     },
+    Roles {
+        case: &'a str,
+        roles: &'a std::collections::BTreeMap<String, Vec<u64>>,
+    },
 }
 
 impl Transcript {
@@ -121,6 +125,16 @@ impl Transcript {
     /// another case sent (a request more than one case judges is sent once).
     pub fn append_cite(&self, case: &str, cites: &[u64]) -> std::io::Result<u64> {
         self.append(Record::Cite { case, cites })
+    }
+
+    /// Appends a `roles` line: what `case`'s exchanges were to the rule that judged
+    /// them, so that `verify` hands the rule the same lines.
+    pub fn append_roles(
+        &self,
+        case: &str,
+        roles: &std::collections::BTreeMap<String, Vec<u64>>,
+    ) -> std::io::Result<u64> {
+        self.append(Record::Roles { case, roles })
     }
 
     fn append(&self, record: Record<'_>) -> std::io::Result<u64> {

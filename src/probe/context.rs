@@ -40,6 +40,7 @@ use crate::canary::Needle;
 use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome, SweepPoint, SweepResult, Verdict};
 use crate::prompt::Placed;
 use crate::session::{Sent, SessionError};
+use tenantcheck_evidence::judge::context::{self as judge, Processed};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -146,16 +147,6 @@ impl Facts {
             .find(|(d, _)| *d == 0.0)
             .map(|(_, n)| n)
             .unwrap_or(&self.needles[0].1)
-    }
-
-    /// The depths whose needle the answer does not hold (all of them when the
-    /// request failed).
-    fn lost(&self) -> Vec<f64> {
-        self.needles
-            .iter()
-            .filter(|(_, n)| !self.sent.exchange.is_success() || !n.recalled_in(&self.sent.exchange.content))
-            .map(|&(d, _)| d)
-            .collect()
     }
 }
 
@@ -418,18 +409,6 @@ impl RecallParams {
     }
 }
 
-/// How one long request went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Processed {
-    /// 200, the needle recalled, no foreign canary.
-    Correctly,
-    /// Refused with a client error (or an error frame).
-    Refused,
-    /// 200 without the needle, or with a foreign canary.
-    Wrongly,
-    /// A server error or transport failure: says nothing.
-    Unknown,
-}
 
 struct Search<'a> {
     p: &'a BoundaryParams,
@@ -443,6 +422,12 @@ struct Search<'a> {
     counters: Counters,
     /// (target tokens, tokens sent, how) of every length tried.
     tried: Vec<(u64, u64, Processed)>,
+    /// The rule over the prompts tried, `verify`'s too.
+    judged: judge::Boundary,
+    /// The lines of the prompts it judged (`lengths`), and of the prompt past the
+    /// context (`past`): the case's roles, written once it has judged them all.
+    lengths: Vec<u64>,
+    past: Vec<u64>,
     /// The same, as reported.
     sweep: Vec<SweepPoint>,
     /// Pinned rounds spent for node coverage.
@@ -503,6 +488,9 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         spent_at_first_finding: None,
         counters: Counters::default(),
         tried: Vec::new(),
+        judged: judge::Boundary::default(),
+        lengths: Vec::new(),
+        past: Vec::new(),
         sweep: Vec::new(),
         node_rounds: 0,
         unpinned: false,
@@ -541,6 +529,11 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         ),
         None => "no length was processed correctly".to_owned(),
     };
+    // `verify` judges the same lines by the same rule.
+    ctx.session.roles(
+        ctx.case_id,
+        &[("lengths", b.lengths.clone()), ("past", b.past.clone())],
+    )?;
     let mut outcome = conclude(
         b.findings,
         if baseline == Processed::Correctly && past_refused && overrun.is_ok() {
@@ -733,7 +726,9 @@ impl Search<'_> {
         let facts = facts(self.ctx, &mut self.sizer, &mut self.counters, &shape).await?;
         let sent = facts.sent.clone();
         let sent_tokens = facts.sent_tokens;
-        let needle = facts.at_start();
+        // The fact at the start as `verify` reads it back: the first the prompt states.
+        let stated = crate::canary::Needle::stated_in(&facts.prompt);
+        let needle = stated.first().unwrap_or_else(|| facts.at_start());
         let recalled = sent.exchange.is_success() && needle.recalled_in(&sent.exchange.content);
         let leaked = self.scan(
             &sent,
@@ -744,20 +739,9 @@ impl Search<'_> {
             },
         );
         let ex = &sent.exchange;
-        let how = if leaked {
-            Processed::Wrongly
-        } else if ex.is_success() {
-            if recalled {
-                Processed::Correctly
-            } else {
-                Processed::Wrongly
-            }
-        } else if refused(ex) {
-            Processed::Refused
-        } else {
-            Processed::Unknown
-        };
-        if how == Processed::Wrongly && !leaked && self.baseline_ok() {
+        self.lengths.push(sent.seq);
+        let (how, lost) = self.judged.judge(sent.seq, ex, needle, leaked);
+        if lost {
             self.finding(
                 FindingCode::NeedleLost,
                 format!(
@@ -781,13 +765,6 @@ impl Search<'_> {
             seq: sent.seq,
         });
         Ok(how)
-    }
-
-    /// Whether the short baseline, always the first length tried, recalled its needle;
-    /// false while the baseline itself is being tried, so that a model too weak to
-    /// recall even then is never reported as losing needles.
-    fn baseline_ok(&self) -> bool {
-        self.tried.first().is_some_and(|&(_, _, h)| h == Processed::Correctly)
     }
 
     /// A prompt past the context must be refused.
@@ -816,6 +793,8 @@ impl Search<'_> {
             target += want - tokens.min(want) + context / 100;
         }
         let sent = self.sizer.send(&self.prober, prompt, self.p.max_tokens, false).await?;
+        // `verify` judges this line's answer by the same rule.
+        self.past.push(sent.seq);
         self.scan(&sent, "");
         let ex = &sent.exchange;
         self.sweep.push(SweepPoint {
@@ -829,8 +808,7 @@ impl Search<'_> {
             },
             seq: sent.seq,
         });
-        // Content served is acceptance, even with an error frame after it.
-        if ex.is_success() && (ex.api_error.is_none() || !ex.content.is_empty()) {
+        if tenantcheck_evidence::judge::accepted(ex) {
             let usage = ex
                 .usage
                 .map(|u| format!(", usage says {} prompt tokens", u.prompt_tokens))
@@ -1087,11 +1065,12 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
     let mut counters = Counters::default();
     let mut findings = Vec::new();
     let mut exercised = Vec::new();
-    let mut baseline_ok = true;
+    // The rule over the prompts, `verify`'s too, and their lines.
+    let mut judged = judge::Recall::default();
+    let mut lines = Vec::new();
     let lengths = std::iter::once(p.short_tokens.min(usable / 2))
-        .chain(p.lengths.iter().map(|f| (f * usable as f64) as u64))
-        .enumerate();
-    for (i, tokens) in lengths {
+        .chain(p.lengths.iter().map(|f| (f * usable as f64) as u64));
+    for tokens in lengths {
         let shape = Shape {
             prober: &prober,
             seeder: &seeder,
@@ -1103,24 +1082,22 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
         let facts = facts(ctx, &mut sizer, &mut counters, &shape).await?;
         let (sent, sent_tokens) = (&facts.sent, facts.sent_tokens);
         let ex = &sent.exchange;
+        lines.push(sent.seq);
+        let needles: Vec<crate::canary::Needle> = facts.needles.iter().map(|(_, n)| n.clone()).collect();
+        let (lost, was_exercised) = judged.judge(sent.seq, ex, &needles);
         if !ex.is_success() {
             sizer.notes.push(format!(
                 "{tokens} tokens: {} (transcript #{}): not exercised",
                 describe(ex),
                 sent.seq
             ));
-            if i == 0 {
-                baseline_ok = false;
-            }
-            continue;
         }
-        let lost = facts.lost();
-        if i == 0 {
-            baseline_ok = lost.is_empty();
+        if !was_exercised {
             continue;
         }
         exercised.push(sent_tokens);
-        if !lost.is_empty() && baseline_ok {
+        if judged.lost.last().is_some_and(|(seq, _)| *seq == sent.seq) {
+            let lost: Vec<f64> = lost.iter().map(|&i| facts.needles[i].0).collect();
             let usage = ex
                 .usage
                 .map(|u| format!("; usage says {} prompt tokens for {sent_tokens} sent", u.prompt_tokens))
@@ -1136,6 +1113,8 @@ pub async fn recall(p: &RecallParams, ctx: Context<'_>) -> Result<Outcome, Sessi
             });
         }
     }
+    let baseline_ok = judged.baseline_ok == Some(true);
+    ctx.session.roles(ctx.case_id, &[("lengths", lines)])?;
     let mut coverage = sizer.coverage;
     coverage.max_prompt_tokens = exercised.iter().copied().max().unwrap_or(0);
     coverage.target_prompt_tokens = p.lengths.last().map_or(0, |f| (f * usable as f64) as u64);

@@ -26,6 +26,7 @@ use crate::adapter::{ChatRequest, Sampling};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
 use crate::prompt::PromptBuilder;
 use crate::session::{NO_KEY, Sent, SessionError};
+use tenantcheck_evidence::judge::metadata as judge;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -163,13 +164,11 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
     let labels: Vec<String> = ctx.session.tenant_labels().into_iter().map(str::to_owned).collect();
     let (owner, other) = (&labels[0], &labels[1]);
     let secret = ctx.session.secret();
-    let drawn = secret.seed("metadata", ctx.case_id, 0);
+    let drawn = judge::drawn(secret, ctx.case_id);
     let sampling = Sampling {
-        // Values no client sends by default, with digits a page would show as written.
-        temperature: (41 + drawn % 37) as f64 / 100.0,
-        top_p: (61 + drawn / 37 % 29) as f64 / 100.0,
-        // Ten digits, below 2^32: engines keep the seed as a 32-bit number.
-        seed: 1_000_000_007 + drawn % 3_000_000_000,
+        temperature: drawn.temperature,
+        top_p: drawn.top_p,
+        seed: drawn.seed,
     };
     let shown_seed = sampling.seed.to_string();
     let record = ctx.session.canary(owner, ctx.case_id, 0).record();
@@ -207,6 +206,7 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
     let mut round = 0;
     // Every round's answers are judged; the listing shows the last round's.
     let mut all: Vec<(usize, Option<String>, Sent)> = Vec::new();
+    let mut victims = Vec::new();
     let (victim, listed_from, asked_for, victim_ran_for) = loop {
         let prompt = prompt_of(round);
         // Streamed: the request runs while its answer is generated, on any server.
@@ -241,6 +241,7 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         };
         let (victim, asked) = tokio::join!(victim, asking);
         let victim = victim?;
+        victims.push(victim.seq);
         let (answers, asked_for) = asked?;
         let ran_for = Duration::from_secs_f64(victim.exchange.timings.total_ms / 1e3);
         coverage.requests += 1 + answers.len() as u64;
@@ -275,6 +276,13 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         ));
     }
 
+    ctx.session.roles(
+        ctx.case_id,
+        &[
+            ("victim", victims),
+            ("asked", answers.iter().map(|(_, _, sent)| sent.seq).collect()),
+        ],
+    )?;
     let mut findings = Vec::new();
     let mut seen_by_owner: Vec<String> = Vec::new();
     let mut table: Vec<(String, Vec<Asked>)> = Vec::new();
@@ -306,46 +314,74 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
             Some(k) => format!("tenant {k}'s key"),
             None => "no key".to_owned(),
         };
-        if e.changes_state {
-            if answered {
+        // Judged as the transcript records the answer, credentials redacted: `verify`
+        // judges the same text.
+        let redact = |t: &str| ctx.session.redact(t);
+        let recorded = crate::adapter::Exchange {
+            content: redact(&ex.content),
+            body: ex.body.as_deref().map(redact),
+            frames: ex
+                .frames
+                .iter()
+                .map(|f| crate::adapter::SseFrame {
+                    data: redact(&f.data),
+                    ..f.clone()
+                })
+                .collect(),
+            api_error: ex.api_error.clone().map(|mut e| {
+                e.message = redact(&e.message);
+                e
+            }),
+            ..ex.clone()
+        };
+        match judge::found(e.changes_state, &recorded, sampling.seed) {
+            None => {}
+            Some(judge::Found::StateChanged) => findings.push(Finding {
+                code: FindingCode::StateChangeAccepted,
+                message: format!(
+                    "{name}, which changes the server's state, was accepted with {whom}: HTTP {} (transcript #{})",
+                    ex.status.unwrap_or(0),
+                    sent.seq
+                ),
+                leak: None,
+            }),
+            Some(judge::Found::Exposed { request, credential }) => {
+                let mut shown = Vec::new();
+                if request {
+                    shown.push(format!(
+                        "tenant {owner}'s request in flight (its seed {shown_seed}, temperature {:.2}, top_p {:.2})",
+                        sampling.temperature, sampling.top_p
+                    ));
+                }
+                // What the redaction stands for: a key's hash, a key, or the marker as
+                // the vendor wrote it.
+                let lower = text.to_ascii_lowercase();
+                let mut rest = lower.clone();
+                for (label, hash) in &hashes {
+                    if lower.contains(hash.as_str()) {
+                        shown.push(format!("the SHA-256 of tenant {label}'s key (its identity at a gateway)"));
+                        rest = rest.replace(hash.as_str(), "");
+                    }
+                }
+                if credential && redact(&rest) != rest {
+                    shown.push("a credential of the run (redacted in the transcript)".to_owned());
+                } else if credential && shown.len() == usize::from(request) {
+                    shown.push(format!(
+                        "{:?} as written, which is how the transcript records a credential",
+                        crate::credential::REDACTED
+                    ));
+                }
                 findings.push(Finding {
-                    code: FindingCode::StateChangeAccepted,
+                    code: FindingCode::MetadataExposed,
                     message: format!(
-                        "{name}, which changes the server's state, was accepted with {whom}: HTTP {} (transcript #{})",
+                        "{name} showed {whom} {} (HTTP {}, transcript #{})",
+                        shown.join(", and "),
                         ex.status.unwrap_or(0),
                         sent.seq
                     ),
                     leak: None,
                 });
             }
-            continue;
-        }
-        let mut shown = Vec::new();
-        if text.contains(&shown_seed) {
-            shown.push(format!(
-                "tenant {owner}'s request in flight (its seed {shown_seed}, temperature {:.2}, top_p {:.2})",
-                sampling.temperature, sampling.top_p
-            ));
-        }
-        if ctx.session.redact(&text) != text {
-            shown.push("a credential of the run (redacted in the transcript)".to_owned());
-        }
-        for (label, hash) in &hashes {
-            if text.contains(hash.as_str()) {
-                shown.push(format!("the SHA-256 of tenant {label}'s key (its identity at a gateway)"));
-            }
-        }
-        if !shown.is_empty() {
-            findings.push(Finding {
-                code: FindingCode::MetadataExposed,
-                message: format!(
-                    "{name} showed {whom} {} (HTTP {}, transcript #{})",
-                    shown.join(", and "),
-                    ex.status.unwrap_or(0),
-                    sent.seq
-                ),
-                leak: None,
-            });
         }
     }
 

@@ -691,7 +691,7 @@ pub(crate) fn describe(ex: &crate::adapter::Exchange) -> String {
 /// Whether a vendor refused an exchange as a client error: a 4xx status, or an error
 /// frame in a stream that carried no content.
 pub(crate) fn refused(ex: &crate::adapter::Exchange) -> bool {
-    matches!(ex.status, Some(400..=499)) || (ex.status == Some(200) && ex.api_error.is_some() && ex.content.is_empty())
+    tenantcheck_evidence::judge::context::refused(ex)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use super::{Context, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
 use crate::outcome::{Finding, FindingCode, Outcome};
 use crate::session::{Sent, SessionError};
+use tenantcheck_evidence::judge::neighbour as judge;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -130,13 +131,6 @@ fn workers(p: &NeighbourParams, profile: &crate::vendor::VendorProfile) -> u32 {
     profile.max_concurrency.saturating_sub(1).clamp(1, p.max_load_concurrency.max(1))
 }
 
-/// One of b's short requests.
-struct Sample {
-    sent: Sent,
-    /// Milliseconds to the first token (to the answer, where it came whole).
-    ttft: f64,
-}
-
 /// Runs `availability.noisy-neighbour`.
 pub async fn neighbour(p: &NeighbourParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let profile = ctx.session.profile();
@@ -151,17 +145,20 @@ pub async fn neighbour(p: &NeighbourParams, ctx: Context<'_>) -> Result<Outcome,
 
     // 1. Tenant b alone.
     let mut alone = Vec::new();
+    let mut alone_seqs = Vec::new();
     for _ in 0..p.samples {
         let sample = short(&mut sizer, p, quiet).await?;
-        if !answered(&sample.sent.exchange) {
+        alone_seqs.push(sample.seq);
+        if !answered(&sample.exchange) {
+            ctx.session.roles(ctx.case_id, &[("alone", alone_seqs)])?;
             unjudged.push(format!(
                 "tenant {quiet}'s short request failed alone ({}, transcript #{})",
-                describe(&sample.sent.exchange),
-                sample.sent.seq
+                describe(&sample.exchange),
+                sample.seq
             ));
             return Ok(conclude(Vec::new(), Err(unjudged.join("; ")), sizer.coverage));
         }
-        alone.push(sample.ttft);
+        alone.push(sample);
     }
 
     // 2. Tenant a's load, and tenant b again.
@@ -201,62 +198,61 @@ pub async fn neighbour(p: &NeighbourParams, ctx: Context<'_>) -> Result<Outcome,
         for l in loads {
             loud_sent.push(l?);
         }
-        let ttft = ttft(&sent);
-        under.push(Sample { sent, ttft });
+        under.push(sent);
     }
     sizer.coverage.requests += loud_sent.len() as u64;
     sizer.coverage.prompt_tokens += loud_sent.len() as u64 * load_tokens;
     sizer.coverage.max_prompt_tokens = sizer.coverage.max_prompt_tokens.max(load_tokens);
 
-    // 3. Judge.
-    let loud_ok = loud_sent.iter().filter(|s| answered(&s.exchange)).count();
+    // 3. Judge, by the rule `verify` applies to the same lines.
+    let seqs = |sent: &[&Sent]| sent.iter().map(|s| s.seq).collect::<Vec<_>>();
+    let alone: Vec<&Sent> = alone.iter().collect();
+    let load: Vec<&Sent> = loud_sent.iter().collect();
+    let under: Vec<&Sent> = under.iter().collect();
+    ctx.session.roles(
+        ctx.case_id,
+        &[("alone", seqs(&alone)), ("load", seqs(&load)), ("under", seqs(&under))],
+    )?;
+    let rule = judge::Rule {
+        max_slowdown: p.max_slowdown,
+        latency_floor_ms: p.latency_floor_ms,
+    };
+    let [alone_lines, load_lines, under_lines] =
+        [&alone, &load, &under].map(|sent| sent.iter().map(|s| (s.seq, &s.exchange)).collect::<Vec<_>>());
+    let judged = judge::judge(&rule, same_org, &alone_lines, &load_lines, &under_lines);
+    let loud_ok = judged.load_answered;
     let loud_limited = loud_sent.iter().filter(|s| s.exchange.status == Some(429)).count();
-    let loud_failed: Vec<&Sent> = loud_sent.iter().filter(|s| server_error(&s.exchange)).collect();
+    let loud_failed: Vec<&Sent> = loud_sent.iter().filter(|s| judge::server_error(&s.exchange)).collect();
+    let described = |seq: u64| {
+        let sent = under.iter().find(|s| s.seq == seq).expect("the rule names lines it was given");
+        describe(&sent.exchange)
+    };
     let mut findings = Vec::new();
-    for s in &under {
-        let ex = &s.sent.exchange;
-        let unfair = match ex.status {
-            _ if server_error(ex) => true,
-            Some(429) => !same_org,
-            _ => false,
-        };
-        if unfair {
-            findings.push(Finding {
-                code: FindingCode::NoisyNeighbour,
-                message: format!(
-                    "tenant {quiet}'s short valid request got {} (transcript #{}) while tenant {loud}'s {workers} concurrent {load_tokens}-token prompts ran; alone, its {} requests all succeeded",
-                    describe(ex),
-                    s.sent.seq,
-                    p.samples
-                ),
-                leak: None,
-            });
-        } else if !answered(ex) {
-            unjudged.push(format!(
-                "tenant {quiet}'s request under load got {} (transcript #{})",
-                describe(ex),
-                s.sent.seq
-            ));
-        }
-    }
-    let answered: Vec<f64> = under
-        .iter()
-        .filter(|s| answered(&s.sent.exchange))
-        .map(|s| s.ttft)
-        .collect();
-    let base = p95(&alone);
-    let loaded = p95(&answered);
-    let allowed = p.max_slowdown * base.max(p.latency_floor_ms);
-    if !answered.is_empty() && loaded > allowed {
-        findings.push(Finding {
-            code: FindingCode::NoisyNeighbour,
-            message: format!(
+    for unfair in &judged.unfair {
+        let message = match *unfair {
+            judge::Unfair::Failed { seq } => format!(
+                "tenant {quiet}'s short valid request got {} (transcript #{seq}) while tenant {loud}'s {workers} concurrent {load_tokens}-token prompts ran; alone, its {} requests all succeeded",
+                described(seq),
+                p.samples
+            ),
+            judge::Unfair::Slow { base, loaded, allowed } => format!(
                 "tenant {quiet}'s 95th-percentile time to first token grew from {base:.0} ms alone to {loaded:.0} ms while tenant {loud}'s {workers} concurrent {load_tokens}-token prompts ran, past the bound of {allowed:.0} ms ({}x the baseline, taken as at least {:.0} ms)",
                 p.max_slowdown, p.latency_floor_ms
             ),
+        };
+        findings.push(Finding {
+            code: FindingCode::NoisyNeighbour,
+            message,
             leak: None,
         });
     }
+    for &seq in &judged.unjudged {
+        unjudged.push(format!(
+            "tenant {quiet}'s request under load got {} (transcript #{seq})",
+            described(seq)
+        ));
+    }
+    let (base, loaded, allowed) = (judged.base, judged.loaded, judged.allowed);
     let loud_note = format!(
         "tenant {loud}: {} requests, {loud_ok} answered, {loud_limited} rate-limited (429, fair), {} server errors{}",
         loud_sent.len(),
@@ -304,56 +300,16 @@ async fn short(
     sizer: &mut Sizer<'_>,
     p: &NeighbourParams,
     tenant: &str,
-) -> Result<Sample, SessionError> {
+) -> Result<Sent, SessionError> {
     let filler = sizer.filler(tenant);
     let prompt = sizer
         .builder()
         .build(p.short_tokens, &filler, "", &[], "\n\nSay hello.");
-    let sent = sizer.send_other(tenant, prompt, 16, true).await?;
-    let ttft = ttft(&sent);
-    Ok(Sample { sent, ttft })
-}
-
-/// A server error: a 5xx, or a stream that began 200 and ended in an error frame of
-/// the server's (llama.cpp's "Context size has been exceeded" under load).
-fn server_error(ex: &crate::adapter::Exchange) -> bool {
-    ex.status.is_some_and(|c| c >= 500)
-        || ex.api_error.as_ref().is_some_and(|e| {
-            e.kind.as_deref().is_some_and(|k| k.contains("server"))
-                || e.code.as_deref().is_some_and(|c| c.len() == 3 && c.starts_with('5'))
-        })
+    sizer.send_other(tenant, prompt, 16, true).await
 }
 
 /// Answered whole: a success with no error frame.
 fn answered(ex: &crate::adapter::Exchange) -> bool {
-    ex.is_success() && ex.api_error.is_none()
+    judge::answered(ex)
 }
 
-/// Milliseconds to the first token of an answer (to the whole answer, where the
-/// first token was not seen).
-fn ttft(sent: &Sent) -> f64 {
-    sent.exchange.timings.first_answer_ms()
-}
-
-/// The 95th percentile (nearest rank) of `values`; 0 for none.
-fn p95(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let rank = ((0.95 * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_95th_percentile_is_the_nearest_rank() {
-        assert_eq!(super::p95(&[]), 0.0);
-        assert_eq!(super::p95(&[3.0]), 3.0);
-        let v: Vec<f64> = (1..=20).map(f64::from).collect();
-        assert_eq!(super::p95(&v), 19.0);
-        assert_eq!(super::p95(&[5.0, 1.0, 9.0, 2.0, 3.0, 4.0, 6.0, 7.0]), 9.0);
-    }
-}

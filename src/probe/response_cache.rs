@@ -35,6 +35,7 @@
 use super::{Context, conclude, describe};
 use crate::adapter::{ChatRequest, Sampling};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
+use tenantcheck_evidence::judge::reuse::{Answer, Signs, judge};
 use crate::prompt::{Filler, PromptBuilder};
 use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
@@ -107,113 +108,6 @@ impl super::Probe for ResponseReuse {
 
     async fn run(p: &ResponseReuseParams, ctx: Context<'_>) -> Outcome {
         super::settled(response_reuse(p, ctx).await)
-    }
-}
-
-/// A stored answer stands out by its speed only when it comes at least this much
-/// sooner than the model answers (and in a quarter of the time).
-pub const MIN_GAIN_MS: f64 = 50.0;
-
-/// What identifies one answer.
-#[derive(Clone, Debug)]
-struct Answer {
-    seq: u64,
-    id: Option<String>,
-    created: Option<u64>,
-    content: String,
-    total_ms: f64,
-}
-
-impl Answer {
-    /// The answer of `sent`, if it was answered.
-    fn of(sent: &Sent) -> Option<Answer> {
-        let ex = &sent.exchange;
-        if !ex.is_success() {
-            return None;
-        }
-        // A body's top level, or the first frame that says.
-        let fields = |v: &serde_json::Value| {
-            (
-                v["id"].as_str().filter(|s| !s.is_empty()).map(str::to_owned),
-                v["created"].as_u64(),
-            )
-        };
-        let (mut id, mut created) = ex
-            .body
-            .as_deref()
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
-            .map(|v| fields(&v))
-            .unwrap_or_default();
-        for frame in &ex.frames {
-            if id.is_some() && created.is_some() {
-                break;
-            }
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&frame.data) {
-                let (i, c) = fields(&v);
-                id = id.or(i);
-                created = created.or(c);
-            }
-        }
-        Some(Answer {
-            seq: sent.seq,
-            id,
-            created,
-            content: ex.content.clone(),
-            total_ms: ex.timings.total_ms,
-        })
-    }
-}
-
-/// Which signs of reuse the vendor's answers can carry, from b's fresh answers.
-struct Signs {
-    /// Ids are per answer: b's fresh answers' ids differ from each other and from a's.
-    ids: bool,
-    /// `created` moves: b's fresh answers, made after the wait, are later than a's.
-    times: bool,
-    /// How soon the model answers b's own prompt a second time (its prefix cached,
-    /// its answer not), where that is slow enough for a stored answer to stand out.
-    fresh_ms: Option<f64>,
-}
-
-impl Signs {
-    fn of(first: &Answer, fresh: &[Answer], warm: Option<&Answer>) -> Signs {
-        let ids = first.id.is_some()
-            && fresh.iter().all(|f| f.id.is_some() && f.id != first.id)
-            && (fresh.len() < 2 || fresh[0].id != fresh[1].id);
-        let times = first
-            .created
-            .is_some_and(|t| fresh.iter().any(|f| f.created.is_some_and(|c| c > t)));
-        let fresh_ms = warm
-            .map(|w| fresh.iter().map(|f| f.total_ms).fold(w.total_ms, f64::min))
-            .filter(|ms| *ms >= 4.0 * MIN_GAIN_MS / 3.0);
-        Signs { ids, times, fresh_ms }
-    }
-
-    fn any(&self) -> bool {
-        self.ids || self.times || self.fresh_ms.is_some()
-    }
-
-    /// Why `x` is `first` given again, if it is. Its speed counts only where `x`'s
-    /// prompt is new to its caller (`by_speed`): a prompt the caller sent before may be
-    /// answered sooner by its own prefix cache, which is no harm.
-    fn reused(&self, first: &Answer, x: &Answer, by_speed: bool) -> Option<String> {
-        let same_content = !first.content.is_empty() && x.content == first.content;
-        if self.ids && x.id.is_some() && x.id == first.id {
-            return Some(format!("the id {}", x.id.as_deref().unwrap_or_default()));
-        }
-        if self.times && same_content && x.created.is_some() && x.created == first.created {
-            return Some(format!(
-                "its content and its creation time {}, made before the wait",
-                x.created.unwrap_or_default()
-            ));
-        }
-        let fresh = self.fresh_ms.filter(|_| by_speed)?;
-        (same_content && 4.0 * x.total_ms < fresh && fresh - x.total_ms >= MIN_GAIN_MS).then(|| {
-            format!(
-                "its content, in {:.0} ms where the model took at least {fresh:.0} ms",
-                x.total_ms
-            )
-        })
     }
 }
 
@@ -327,7 +221,7 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
 
     // 1. Tenant a's request, and after the wait its control.
     let first_sent = send!(owner, &request);
-    let Some(first) = Answer::of(&first_sent) else {
+    let Some(first) = answer_of(&first_sent) else {
         let why = format!(
             "tenant {owner}'s request was not answered ({}, transcript #{}): there is no answer to be given again",
             describe(&first_sent.exchange),
@@ -342,7 +236,7 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
     let mut fresh = Vec::new();
     let mut unanswered = Vec::new();
     let fresh_sent = send!(other, &fresh_request(0));
-    fresh.extend(Answer::of(&fresh_sent));
+    fresh.extend(answer_of(&fresh_sent));
     // The same prompt again with one token more to give: a prefix cache has it (b
     // sent it), a response cache does not (another request): how soon the model
     // answers when only the generation is left, which is all a stored answer saves
@@ -354,46 +248,62 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
             ..fresh_request(0)
         }
     );
+    // b's answers to requests like a's, what each request was, and the lines of each.
     let mut tried = Vec::new();
+    let mut whats = Vec::new();
+    let (mut same, mut paraphrased) = (Vec::new(), Vec::new());
     for (i, (what, r, semantic)) in variants.iter().enumerate() {
         let sent = send!(other, r);
+        if *semantic { &mut paraphrased } else { &mut same }.push(sent.seq);
         // Only the first sending of a's prompt, and the paraphrase, are new to b.
         let new_to_b = i == 0 || *semantic;
-        match Answer::of(&sent) {
-            Some(a) => tried.push((*what, a, *semantic, new_to_b)),
+        match answer_of(&sent) {
+            Some(a) => {
+                tried.push((a, *semantic, new_to_b));
+                whats.push(*what);
+            }
             None => unanswered.push(format!("{what} ({}, transcript #{})", describe(&sent.exchange), sent.seq)),
         }
     }
-    let fresh_sent = send!(other, &fresh_request(1));
-    fresh.extend(Answer::of(&fresh_sent));
+    let fresh_again = send!(other, &fresh_request(1));
+    fresh.extend(answer_of(&fresh_again));
+    ctx.session.roles(
+        ctx.case_id,
+        &[
+            ("first", vec![first_sent.seq]),
+            ("again", vec![again.seq]),
+            ("fresh", vec![fresh_sent.seq, fresh_again.seq]),
+            ("warm", vec![warm_sent.seq]),
+            ("same", same),
+            ("paraphrase", paraphrased),
+        ],
+    )?;
 
-    let warm = Answer::of(&warm_sent);
+    let warm = answer_of(&warm_sent);
     let warm_time = warm
         .as_ref()
         .map_or("no time (not answered)".to_owned(), |w| format!("{:.0} ms", w.total_ms));
     let signs = Signs::of(&first, &fresh, warm.as_ref());
     let mut findings = Vec::new();
-    for (what, x, semantic, new_to_b) in &tried {
-        if let Some(why) = signs.reused(&first, x, *new_to_b) {
-            let (code, kind) = if *semantic {
-                (FindingCode::SemanticResponseReused, "a semantic cache keyed without the caller")
-            } else {
-                (FindingCode::ResponseReused, "a response cache keyed without the caller")
-            };
-            findings.push(Finding {
-                code,
-                message: format!(
-                    "tenant {other}'s request, {what} (transcript #{}), was answered with tenant {owner}'s answer \
-                     (transcript #{}): {why}; {kind}",
-                    x.seq, first.seq
-                ),
-                leak: None,
-            });
-        }
+    for reused in judge(&signs, &first, &tried) {
+        let (code, kind) = if reused.semantic {
+            (FindingCode::SemanticResponseReused, "a semantic cache keyed without the caller")
+        } else {
+            (FindingCode::ResponseReused, "a response cache keyed without the caller")
+        };
+        findings.push(Finding {
+            code,
+            message: format!(
+                "tenant {other}'s request, {} (transcript #{}), was answered with tenant {owner}'s answer \
+                 (transcript #{}): {}; {kind}",
+                whats[reused.index], tried[reused.index].0.seq, first.seq, reused.why
+            ),
+            leak: None,
+        });
     }
 
     // A's repeat is not new to a: its own prefix cache may speed it.
-    let repeat = Answer::of(&again);
+    let repeat = answer_of(&again);
     let own = repeat.as_ref().and_then(|a| signs.reused(&first, a, false));
     let control = match (&own, &repeat) {
         (Some(why), _) => format!(
@@ -456,56 +366,14 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
             "tenant {other}'s {} requests like tenant {owner}'s (transcript #{} to #{}){own_answers} judged by \
              {what_shows}{renamed}; {control}{untested}",
             tried.len(),
-            tried.first().map_or(0, |t| t.1.seq),
-            tried.last().map_or(0, |t| t.1.seq),
+            tried.first().map_or(0, |t| t.0.seq),
+            tried.last().map_or(0, |t| t.0.seq),
         ))
     };
     Ok(conclude(findings, reached, coverage))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn answer(seq: u64, id: &str, created: u64, content: &str, total_ms: f64) -> Answer {
-        Answer {
-            seq,
-            id: (!id.is_empty()).then(|| id.to_owned()),
-            created: (created > 0).then_some(created),
-            content: content.into(),
-            total_ms,
-        }
-    }
-
-    #[test]
-    fn a_reuse_shows_by_id_by_time_and_content_or_by_speed_and_only_where_the_sign_is_sound() {
-        let first = answer(1, "c-1", 100, "RR-1 and a summary", 300.0);
-        let fresh = [answer(5, "c-5", 103, "RR-2 and a summary", 310.0), answer(9, "c-9", 104, "RR-2 and a summary", 290.0)];
-        let warm = answer(6, "c-6", 103, "RR-2 and a summary", 280.0);
-        let signs = Signs::of(&first, &fresh, Some(&warm));
-        assert!(signs.ids && signs.times && signs.fresh_ms == Some(280.0));
-        // Without the model's time with its prompt cached, speed is no sign.
-        assert!(Signs::of(&first, &fresh, None).fresh_ms.is_none());
-        // The same id.
-        assert!(signs.reused(&first, &answer(6, "c-1", 103, "other", 300.0), false).unwrap().contains("id c-1"));
-        // A new id, a's time and content: a stored answer renamed but not re-timed.
-        assert!(signs.reused(&first, &answer(6, "c-6", 100, "RR-1 and a summary", 300.0), false).is_some());
-        // A new id and time, a's content at once.
-        let quick = answer(6, "c-6", 103, "RR-1 and a summary", 20.0);
-        assert!(signs.reused(&first, &quick, true).unwrap().contains("20 ms"));
-        // Not where the caller sent the prompt before (its own prefix cache).
-        assert!(signs.reused(&first, &quick, false).is_none());
-        // A's content as a fresh answer gives it (a deterministic model): no reuse.
-        assert!(signs.reused(&first, &answer(6, "c-6", 103, "RR-1 and a summary", 270.0), true).is_none());
-        // Faster, but not a's content: no reuse.
-        assert!(signs.reused(&first, &answer(6, "c-6", 103, "something else", 20.0), true).is_none());
-
-        // A vendor whose every answer says `chatcmpl-1`, with no time, and a model
-        // that answers in 20 ms: no sign is sound, and none is used.
-        let first = answer(1, "chatcmpl-1", 0, "x", 20.0);
-        let fresh = [answer(5, "chatcmpl-1", 0, "y", 20.0), answer(9, "chatcmpl-1", 0, "y", 21.0)];
-        let signs = Signs::of(&first, &fresh, Some(&fresh[1]));
-        assert!(!signs.any());
-        assert!(signs.reused(&first, &answer(6, "chatcmpl-1", 0, "x", 1.0), true).is_none());
-    }
+/// The answer of `sent`, if it was answered.
+fn answer_of(sent: &Sent) -> Option<Answer> {
+    Answer::of(sent.seq, &sent.exchange)
 }

@@ -270,6 +270,34 @@ impl Needle {
     pub fn recalled_in(&self, answer: &str) -> bool {
         answer.to_lowercase().contains(&self.value.to_lowercase())
     }
+
+    /// The facts `text` states, in the order it states them: each "The value of KEY
+    /// is VALUE." whose key and value are single words. What a prompt of the context
+    /// cases carries, read back from its recorded request.
+    pub fn stated_in(text: &str) -> Vec<Needle> {
+        const OPENING: &str = "The value of ";
+        let word = |s: &str| !s.is_empty() && !s.contains(char::is_whitespace);
+        let mut found = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find(OPENING) {
+            rest = &rest[at + OPENING.len()..];
+            let Some((key, after)) = rest.split_once(" is ") else {
+                break;
+            };
+            let end = after.find(char::is_whitespace).unwrap_or(after.len());
+            let value = after[..end].strip_suffix('.');
+            if let Some(value) = value
+                && word(key)
+                && word(value)
+            {
+                found.push(Needle {
+                    key: key.to_owned(),
+                    value: value.to_owned(),
+                });
+            }
+        }
+        found
+    }
 }
 
 impl fmt::Debug for RunSecret {
@@ -708,6 +736,21 @@ const CITIES: &[&str] = &[
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_facts_a_prompt_states_are_read_back_in_order_and_questions_are_not_facts() {
+        let secret = RunSecret::derive(&[3; 32], b"");
+        let (a, b) = (secret.needle("a", "c", 1), secret.needle("a", "c", 2));
+        let prompt = format!(
+            "Read the notes.\n\n{} Some prose, the value of nothing is here. {}\nMore prose.\n\nAnswer each question. {} {}",
+            a.statement(),
+            b.statement(),
+            a.question(),
+            b.question()
+        );
+        assert_eq!(Needle::stated_in(&prompt), vec![a, b]);
+        assert!(Needle::stated_in("The value of two words is x.").is_empty());
+    }
 
     #[test]
     fn phrases_vary_from_run_to_run_and_stay_fixed_within_one() {

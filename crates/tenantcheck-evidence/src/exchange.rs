@@ -9,6 +9,10 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// What the transcript holds in place of a credential of the run (a key, in any form
+/// the redactor knows, or its SHA-256) wherever one came back.
+pub const REDACTED: &str = "[REDACTED]";
+
 /// Everything observed about one request and its answer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

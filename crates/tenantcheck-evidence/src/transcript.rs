@@ -78,6 +78,15 @@ pub enum Line {
         /// Their sequence numbers, each an earlier exchange line.
         cites: Vec<u64>,
     },
+    /// What some of a case's exchanges were to the rule that judges it (`alone`,
+    /// `load`, `under` for the noisy neighbour, say): `verify` hands the same lines
+    /// to the same rule as the run did.
+    Roles {
+        /// The case.
+        case: String,
+        /// Each role's exchange lines, in the order the case sent them.
+        roles: std::collections::BTreeMap<String, Vec<u64>>,
+    },
     /// A kind this version does not know.
     #[serde(other)]
     Other,

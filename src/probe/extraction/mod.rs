@@ -51,6 +51,7 @@ use crate::adapter::ChatRequest;
 use crate::outcome::{Finding, FindingCode, Outcome};
 use crate::prompt::Filler;
 use crate::session::{Sent, SessionError};
+use tenantcheck_evidence::judge::extraction::{self as judge, Search};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -209,27 +210,6 @@ impl super::Probe for PrefixExtraction {
     }
 }
 
-/// What one guess reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Guess {
-    /// The digit guessed.
-    pub digit: u8,
-    /// The prompt tokens the vendor said it reused.
-    pub cached: u64,
-}
-
-/// The digit a position's guesses point to: the one guess that reused at least
-/// `margin` tokens more than the least any guess reused; `None` while no guess, or more
-/// than one, stands out so. The margin comes from tenant a's own control (half what a
-/// right guess added there), so that the odd token an engine counts differently from
-/// one request to the next is not taken for a digit.
-pub fn decided(guesses: &[Guess], margin: u64) -> Option<u8> {
-    let low = guesses.iter().map(|g| g.cached).min()?;
-    let mut above = guesses.iter().filter(|g| g.cached >= low + margin.max(1));
-    let first = above.next()?;
-    above.next().is_none().then_some(first.digit)
-}
-
 /// The victim's prompt and the guesses at it.
 struct Secret {
     digits: Vec<u8>,
@@ -316,7 +296,7 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
     ) else {
         return Ok(inconclusive(unjudged, sizer));
     };
-    if r <= w {
+    let Some(margin) = judge::margin(r, w) else {
         // The counter tells the owner nothing (no prefix cache, or reuse counted in
         // blocks longer than a digit's text): the time may still tell, so the guesses
         // are timed, and the timed control decides whether anyone could read them.
@@ -327,8 +307,7 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
             own_right.seq, own_wrong.seq, p.block_tokens
         );
         return timed::extract(p, ctx, sizer, why).await;
-    }
-    let margin = (r - w).div_ceil(2);
+    };
     let control = format!(
         "tenant {victim}'s own right guess reused {} tokens more than a wrong one (transcript #{}, #{})",
         r - w,
@@ -341,47 +320,46 @@ pub async fn extract(p: &ExtractionParams, ctx: Context<'_>) -> Result<Outcome, 
     if counted(&primed, &format!("tenant {thief}'s priming request"), &mut unjudged).is_none() {
         return Ok(inconclusive(unjudged, sizer));
     }
-    let mut found = Guesses::default();
-    let mut last_position: Vec<Guess> = Vec::new();
-    'positions: while found.recovered.len() < secret.digits.len() {
-        let position = found.recovered.len();
-        let mut tried: Vec<Guess> = Vec::new();
-        for digit in order(&ctx, position) {
-            if found.guesses >= p.max_guesses {
-                found.exhausted = true;
-                last_position = tried;
-                break 'positions;
-            }
-            // A secret in a prompt comes back with every request (a system prompt
-            // does): tenant a sends its prompt again before each guess. Engines keep a
-            // cached prompt only as long as no other request takes its place
-            // (llama.cpp's slots keep the last prompt each served).
-            let again = sizer.send_request(victim, &ask(victim, secret.whole()), false).await?;
-            if counted(&again, &format!("tenant {victim}'s prompt, sent again"), &mut unjudged).is_none() {
-                return Ok(inconclusive(unjudged, sizer));
-            }
-            let sent = sizer
-                .send_request(
-                    thief,
-                    &ask(thief, secret.prompt(&found.recovered, char::from(b'0' + digit))),
-                    false,
-                )
-                .await?;
-            found.guesses += 1;
-            found.seqs.push(sent.seq);
-            let who = format!("tenant {thief}'s guess {digit} at digit {}", position + 1);
-            let Some(cached) = counted(&sent, &who, &mut unjudged) else {
-                return Ok(inconclusive(unjudged, sizer));
-            };
-            tried.push(Guess { digit, cached });
-            if let Some(d) = decided(&tried, margin) {
-                found.recovered.push(d);
-                continue 'positions;
-            }
+    let mut search = Search::new(secret.digits.len(), p.max_guesses, margin);
+    let mut seqs = Vec::new();
+    let secret_of_run = ctx.session.secret();
+    while let Some(digit) = search.next(|position| judge::order(secret_of_run, ctx.case_id, position)) {
+        let position = search.recovered.len();
+        // A secret in a prompt comes back with every request (a system prompt
+        // does): tenant a sends its prompt again before each guess. Engines keep a
+        // cached prompt only as long as no other request takes its place
+        // (llama.cpp's slots keep the last prompt each served).
+        let again = sizer.send_request(victim, &ask(victim, secret.whole()), false).await?;
+        if counted(&again, &format!("tenant {victim}'s prompt, sent again"), &mut unjudged).is_none() {
+            return Ok(inconclusive(unjudged, sizer));
         }
-        last_position = tried;
-        break;
+        let sent = sizer
+            .send_request(
+                thief,
+                &ask(thief, secret.prompt(&search.recovered, char::from(b'0' + digit))),
+                false,
+            )
+            .await?;
+        seqs.push(sent.seq);
+        let who = format!("tenant {thief}'s guess {digit} at digit {}", position + 1);
+        let Some(cached) = counted(&sent, &who, &mut unjudged) else {
+            return Ok(inconclusive(unjudged, sizer));
+        };
+        search.record(cached);
     }
+    // `verify` drives the same search with the counters of these lines.
+    ctx.session.roles(
+        ctx.case_id,
+        &[("control", vec![own_right.seq, own_wrong.seq]), ("guesses", seqs.clone())],
+    )?;
+    let last_position = search.last_position.clone();
+    let found = Guesses {
+        recovered: search.recovered,
+        guesses: search.guesses,
+        pairs: 0,
+        seqs,
+        exhausted: search.exhausted,
+    };
 
     let channel = "the reuse counter of its own answers (usage.prompt_tokens_details.cached_tokens or timings.cache_n)";
     let rest = if found.exhausted {
@@ -486,8 +464,7 @@ fn salt(ctx: &Context<'_>, tenant: &str) -> Option<String> {
 
 /// Tenant a's secret digits, drawn from the run secret.
 fn digits(p: &ExtractionParams, ctx: &Context<'_>) -> Vec<u8> {
-    let seed = ctx.session.secret().seed("extraction", ctx.case_id, 0);
-    (0..p.digits).map(|i| ((seed >> (i * 4)) % 10) as u8).collect()
+    judge::digits(ctx.session.secret(), ctx.case_id, p.digits)
 }
 
 /// The words before the first digit, drawn from the run secret.
@@ -551,34 +528,5 @@ fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Secret {
 
 /// The order tenant b tries the digits at `position`, drawn from the run secret.
 fn order(ctx: &Context<'_>, position: usize) -> Vec<u8> {
-    let mut digits: Vec<u8> = (0..10).collect();
-    let mut state = ctx.session.secret().seed("extraction.order", ctx.case_id, position as u32);
-    for i in (1..digits.len()).rev() {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let j = ((state >> 33) % (i as u64 + 1)) as usize;
-        digits.swap(i, j);
-    }
-    digits
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Guess, decided};
-
-    fn g(digit: u8, cached: u64) -> Guess {
-        Guess { digit, cached }
-    }
-
-    #[test]
-    fn a_position_is_decided_by_the_one_guess_that_reused_more() {
-        assert_eq!(decided(&[g(3, 272)], 80), None);
-        assert_eq!(decided(&[g(3, 272), g(5, 272)], 80), None);
-        assert_eq!(decided(&[g(3, 272), g(5, 432)], 80), Some(5));
-        assert_eq!(decided(&[g(5, 432), g(3, 272)], 80), Some(5));
-        // A token more or less, as llama.cpp counts now and then, is no digit.
-        assert_eq!(decided(&[g(2, 224), g(1, 225)], 63), None);
-        assert_eq!(decided(&[g(2, 224), g(1, 225), g(3, 350)], 63), Some(3));
-        // A counter that moves for two digits tells nothing.
-        assert_eq!(decided(&[g(5, 432), g(3, 272), g(4, 432)], 80), None);
-    }
+    judge::order(ctx.session.secret(), ctx.case_id, position)
 }

@@ -225,6 +225,7 @@ pub(super) async fn extract(
         if chance > p.timing_alpha {
             // No reuse the owner can see: the arms are exchangeable as far as these
             // samples tell. A pass, with what it rules out.
+            ctx.session.roles(ctx.case_id, &[("timed", control_seqs.clone())])?;
             return Ok(super::conclude(
                 Vec::new(),
                 Ok(format!(
@@ -345,6 +346,8 @@ pub(super) async fn extract(
     } else {
         Ok(control)
     };
+    // The timed search's pairs are not replayed by `verify` (see `judge::extraction`).
+    ctx.session.roles(ctx.case_id, &[("timed", found.seqs.clone())])?;
     Ok(found.conclude(victim, thief, &secret.digits, &channel, whole.seq, rest, sizer))
 }
 

@@ -6,10 +6,22 @@
 //! ([`stream`]), and whether a timing level's pairs give its decision ([`timing`]). Nothing here sends a request or knows a session: the evidence a
 //! report carries is judged by code that does not depend on the code that produced it.
 
+pub mod context;
+pub mod extraction;
+pub mod metadata;
+pub mod neighbour;
+pub mod reuse;
 pub mod sequential;
 pub mod stream;
 pub mod timing;
 pub mod usage;
+
+/// Whether a prompt the vendor must refuse (one past its context) was accepted: a
+/// success, or content served before an error frame. `context.boundary` judges its
+/// prompt past the context by it, and `verify` judges the same line.
+pub fn accepted(ex: &crate::exchange::Exchange) -> bool {
+    ex.is_success() && (ex.api_error.is_none() || !ex.content.is_empty())
+}
 
 /// Whether `answer` holds any of `own` canaries (the asking tenant's) that `prompt`
 /// carried, by the scanner that finds other tenants' canaries: the positive control of

@@ -12,6 +12,7 @@
 pub mod dsse;
 pub mod key;
 mod recheck;
+mod rejudge;
 
 use crate::canary::RunSecret;
 use crate::outcome::{Outcome, Verdict};
@@ -768,6 +769,10 @@ pub fn verify(
                 r.usage.map_or("no".to_owned(), |n| n.to_string()),
                 r.timing_levels,
                 r.powers
+            ));
+            on_check(format!(
+                "{} cases re-judged by their own rule from the lines their roles name (context, extraction on the counter, response reuse, metadata, noisy neighbour): findings as signed, and no pass the lines do not decide",
+                r.rejudged
             ));
             Some(summary)
         }

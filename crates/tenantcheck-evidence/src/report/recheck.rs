@@ -38,7 +38,10 @@
 //!   exchange it names, sent by the level's attacker within the case; each level's bound
 //!   is derived again from the control's pairs, the sequential tests are replayed over
 //!   the pairs and must give the signed evidence and decision, stopping at the last
-//!   pair; the levels found shared must be as many as the `SharedPrefixCache` findings.
+//!   pair; the levels found shared must be as many as the `SharedPrefixCache` findings;
+//! - **roles**: the cases whose rule reads a set of their lines (context, extraction,
+//!   response reuse, metadata, noisy neighbour) are judged again by that rule over the
+//!   lines their `roles` lines name ([`super::rejudge`]).
 
 use super::{Report, VerifyError};
 use crate::canary::RunSecret;
@@ -62,6 +65,8 @@ pub(super) struct Rechecked {
     pub timing_levels: usize,
     /// Cases whose power was re-derived.
     pub powers: usize,
+    /// Cases re-judged by their own rule from their lines ([`super::rejudge`]).
+    pub rejudged: usize,
 }
 
 pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) -> Result<Rechecked, VerifyError> {
@@ -105,6 +110,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // these on the citing case as on the case that sent it.
     let mut seen: BTreeMap<u64, Seen> = BTreeMap::new();
     let mut cited = 0;
+    // The lines of the cases whose rule reads a set of them, and the sets.
+    let mut roles: BTreeMap<String, super::rejudge::Roles> = BTreeMap::new();
+    let mut kept = super::rejudge::Kept::new();
+    let rejudged_kind = |case: &str| probe_of.get(case).is_some_and(|p| super::rejudge::KINDS.contains(p));
     for (n, line) in crate::transcript::lines(transcript).enumerate() {
         // Fail closed: a line that does not read (an exchange that does not say whose
         // it is, say) cannot be judged.
@@ -121,6 +130,8 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 // verdicts rest on the new answers. Leaks in the old ones still count.
                 for case in &rerun {
                     refusals.remove(case);
+                    roles.remove(case);
+                    kept.retain(|_, line| line.cases.first() != Some(case));
                     if runs(case, "usage.consistency") {
                         usage_answers.clear();
                     }
@@ -150,6 +161,11 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         ));
                     }
                     s.lay_on(&case, seq, &mut redirected, &mut leaks, &mut misrouted);
+                    if let Some(line) = kept.get_mut(&seq)
+                        && !line.cases.contains(&case)
+                    {
+                        line.cases.push(case.clone());
+                    }
                     cited += 1;
                     if let Some(a) = answers.get_mut(&seq)
                         && !a.cases.contains(&case)
@@ -159,8 +175,26 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 }
                 continue;
             }
+            Line::Roles { case, roles: named } => {
+                if !rejudged_kind(&case) {
+                    return Err(bad(
+                        &case,
+                        format!("line {} names roles for a case whose rule reads none", n + 1),
+                    ));
+                }
+                // A case may name its lines in several `roles` lines, as it sends them.
+                let of_case = roles.entry(case).or_default();
+                for (role, seqs) in named {
+                    of_case.entry(role).or_default().extend(seqs);
+                }
+                continue;
+            }
             Line::Header { .. } | Line::Other => continue,
         };
+        if rejudged_kind(&case) {
+            let probe = probe_of.get(case.as_str()).copied().unwrap_or_default();
+            kept.insert(seq, super::rejudge::KeptLine::of(&case, probe, &tenant, &ex));
+        }
         let tenant = tenant.as_str();
         responses += 1;
         rate_limited += u64::from(ex.status == Some(429));
@@ -248,6 +282,13 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut usage_checked = None;
     let mut timing_levels = 0;
     let mut powers = 0;
+    let mut rejudged = 0;
+    // The answers that hold another tenant's canary.
+    let leaked: BTreeSet<u64> = seen
+        .iter()
+        .filter(|(_, s)| !s.hits.is_empty())
+        .map(|(seq, _)| *seq)
+        .collect();
     for (case, found) in &leaks {
         if !report.cases.iter().any(|c| &c.id == case) {
             let (seq, id) = found.iter().next().expect("non-empty");
@@ -380,6 +421,14 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             recheck_power(report, secret, c, power, &answers, &scanner)?;
             powers += 1;
         }
+        rejudged += usize::from(super::rejudge::case(
+            report,
+            c,
+            roles.get(&c.id),
+            &kept,
+            &leaked,
+            secret,
+        )?);
         if let Some(nodes) = &c.outcome.nodes {
             recheck_nodes(report, c, nodes, &answers)?;
         }
@@ -461,6 +510,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         usage: usage_checked,
         timing_levels,
         powers,
+        rejudged,
     })
 }
 
@@ -871,7 +921,7 @@ fn recheck_power(
     Ok(())
 }
 
-fn bad(case: &str, problem: String) -> VerifyError {
+pub(super) fn bad(case: &str, problem: String) -> VerifyError {
     VerifyError::Recheck {
         case: case.to_owned(),
         problem,

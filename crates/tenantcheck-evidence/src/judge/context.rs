@@ -1,0 +1,173 @@
+//! The rules of `context.boundary` (T2) and `context.recall` (T3) on the lines their
+//! `roles` name (`lengths`: the prober's prompts holding facts, in the order the case
+//! judged them, the short baseline first; some may be another case's lines, cited).
+//!
+//! Each prompt states its facts ("The value of KEY is VALUE.", [`Needle`]) and asks
+//! for them at its end; the facts are read back from the recorded request
+//! ([`Needle::stated_in`]), so `verify` needs nothing the run kept to itself. The
+//! boundary judges the fact at the start of each prompt ([`Boundary`]), recall every
+//! fact ([`Recall`]). The run folds its lines through the same types.
+
+use crate::canary::Needle;
+use crate::exchange::Exchange;
+
+/// Whether a vendor refused an exchange as a client error: a 4xx status, or an error
+/// frame in a stream that carried no content.
+pub fn refused(ex: &Exchange) -> bool {
+    matches!(ex.status, Some(400..=499)) || (ex.status == Some(200) && ex.api_error.is_some() && ex.content.is_empty())
+}
+
+/// How the vendor handled one of the boundary's prompts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Processed {
+    /// 200, the needle recalled, no foreign canary.
+    Correctly,
+    /// Refused with a client error (or an error frame).
+    Refused,
+    /// 200 without the needle, or with a foreign canary.
+    Wrongly,
+    /// A server error or transport failure: says nothing.
+    Unknown,
+}
+
+/// The boundary's fold over its prompts: each judged by the fact at its start; one
+/// answered 200 without it, after a baseline that recalled its own, lost it (a
+/// `NeedleLost` finding). An answer holding another tenant's canary is processed
+/// wrongly, and that is its finding instead.
+#[derive(Clone, Debug, Default)]
+pub struct Boundary {
+    baseline: Option<Processed>,
+    /// The lines that lost their fact.
+    pub lost: Vec<u64>,
+}
+
+impl Boundary {
+    /// Judges the prompt at `seq` (`at_start`: its first fact; `leaked`: whether its
+    /// answer holds another tenant's canary); returns how it was processed and whether
+    /// it lost its fact.
+    pub fn judge(&mut self, seq: u64, ex: &Exchange, at_start: &Needle, leaked: bool) -> (Processed, bool) {
+        let recalled = ex.is_success() && at_start.recalled_in(&ex.content);
+        let how = if leaked || (ex.is_success() && !recalled) {
+            Processed::Wrongly
+        } else if ex.is_success() {
+            Processed::Correctly
+        } else if refused(ex) {
+            Processed::Refused
+        } else {
+            Processed::Unknown
+        };
+        let lost = how == Processed::Wrongly && !leaked && self.baseline == Some(Processed::Correctly);
+        self.baseline.get_or_insert(how);
+        if lost {
+            self.lost.push(seq);
+        }
+        (how, lost)
+    }
+}
+
+/// Recall's fold over its prompts: the short baseline must recall every fact; a later
+/// prompt answered 200 that misses any, after that, lost them. A prompt not answered
+/// 200 is not exercised.
+#[derive(Clone, Debug, Default)]
+pub struct Recall {
+    seen: usize,
+    /// Whether the baseline was answered and recalled every fact (`None` before it).
+    pub baseline_ok: Option<bool>,
+    /// The prompts after the baseline that were answered 200.
+    pub exercised: usize,
+    /// The lines that lost facts, and the places (in the prompt's order) of those
+    /// lost.
+    pub lost: Vec<(u64, Vec<usize>)>,
+}
+
+impl Recall {
+    /// Judges the prompt at `seq` stating `facts`; returns the places of the facts lost
+    /// (all where it was not answered 200), and whether it was exercised.
+    pub fn judge(&mut self, seq: u64, ex: &Exchange, facts: &[Needle]) -> (Vec<usize>, bool) {
+        let lost: Vec<usize> = (0..facts.len())
+            .filter(|&i| !ex.is_success() || !facts[i].recalled_in(&ex.content))
+            .collect();
+        let first = self.seen == 0;
+        self.seen += 1;
+        if first {
+            self.baseline_ok = Some(ex.is_success() && lost.is_empty());
+            return (lost, false);
+        }
+        if !ex.is_success() {
+            return (lost, false);
+        }
+        self.exercised += 1;
+        if !lost.is_empty() && self.baseline_ok == Some(true) {
+            self.lost.push((seq, lost.clone()));
+        }
+        (lost, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needle(value: &str) -> Needle {
+        Needle {
+            key: format!("key-{value}"),
+            value: value.to_owned(),
+        }
+    }
+
+    fn answer(status: u16, content: &str) -> Exchange {
+        Exchange {
+            status: Some(status),
+            content: content.to_owned(),
+            ..Exchange::default()
+        }
+    }
+
+    #[test]
+    fn the_boundary_counts_a_loss_only_after_a_baseline_that_recalled() {
+        let n = needle("amber-0193");
+        let mut weak = Boundary::default();
+        assert_eq!(
+            weak.judge(1, &answer(200, "no idea"), &n, false),
+            (Processed::Wrongly, false)
+        );
+        assert_eq!(
+            weak.judge(2, &answer(200, "no idea"), &n, false),
+            (Processed::Wrongly, false)
+        );
+        let mut b = Boundary::default();
+        assert_eq!(
+            b.judge(1, &answer(200, "It is AMBER-0193."), &n, false),
+            (Processed::Correctly, false)
+        );
+        assert_eq!(b.judge(2, &answer(400, ""), &n, false), (Processed::Refused, false));
+        assert_eq!(b.judge(3, &answer(503, ""), &n, false), (Processed::Unknown, false));
+        // A leak is its own finding, not a lost fact.
+        assert_eq!(
+            b.judge(4, &answer(200, "nothing"), &n, true),
+            (Processed::Wrongly, false)
+        );
+        assert_eq!(
+            b.judge(5, &answer(200, "nothing"), &n, false),
+            (Processed::Wrongly, true)
+        );
+        assert_eq!(b.lost, vec![5]);
+    }
+
+    #[test]
+    fn recall_counts_lost_facts_after_a_baseline_that_recalled_them_all() {
+        let facts = [needle("amber-1"), needle("cedar-2")];
+        let mut r = Recall::default();
+        assert_eq!(r.judge(1, &answer(200, "amber-1 and cedar-2"), &facts), (vec![], false));
+        assert_eq!(r.judge(2, &answer(400, ""), &facts), (vec![0, 1], false));
+        assert_eq!(r.judge(3, &answer(200, "amber-1"), &facts), (vec![1], true));
+        assert_eq!(
+            (r.baseline_ok, r.exercised, r.lost.clone()),
+            (Some(true), 1, vec![(3, vec![1])])
+        );
+        let mut weak = Recall::default();
+        weak.judge(1, &answer(200, "amber-1"), &facts);
+        weak.judge(2, &answer(200, ""), &facts);
+        assert!(weak.lost.is_empty() && weak.baseline_ok == Some(false));
+    }
+}

@@ -1,0 +1,409 @@
+//! Re-judging the cases whose rule reads a set of their exchanges, named by the case's
+//! `roles` line (or, where the lines say what they are, all of its exchanges): the
+//! rule the run applied ([`crate::judge`]) is applied again to the same lines, and the
+//! report must carry as many findings of each code, and not pass where the lines do
+//! not decide the case.
+
+use super::CaseReport as CaseResult;
+use super::recheck::bad;
+use super::{Report, VerifyError};
+use crate::canary::{Needle, RunSecret};
+use crate::exchange::Exchange;
+use crate::outcome::{FindingCode, Verdict};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The probe kinds re-judged here.
+pub(super) const KINDS: [&str; 6] = [
+    "context.boundary",
+    "context.recall",
+    "availability.noisy-neighbour",
+    "metadata.cross-tenant",
+    "cache.response-reuse",
+    "cache.prefix-extraction",
+];
+
+/// One case's roles: each role's lines, in the order the case sent them.
+pub(super) type Roles = BTreeMap<String, Vec<u64>>;
+
+/// Exchange lines kept for the cases re-judged here, by seq.
+pub(super) type Kept = BTreeMap<u64, KeptLine>;
+
+/// One exchange line kept for a re-judge.
+pub(super) struct KeptLine {
+    /// The cases that judge it: the one that sent it, and any that cited it.
+    pub cases: Vec<String>,
+    /// The tenant it was sent as.
+    pub tenant: String,
+    /// What came back (the request's body dropped).
+    pub exchange: Exchange,
+    /// The facts its request stated, for the context cases ([`Needle::stated_in`]).
+    pub facts: Vec<Needle>,
+}
+
+impl KeptLine {
+    /// Keeps `ex`, sent by `case` as `tenant`.
+    pub fn of(case: &str, probe: &str, tenant: &str, ex: &Exchange) -> KeptLine {
+        let facts = match probe {
+            "context.boundary" | "context.recall" => Needle::stated_in(&ex.request.text()),
+            _ => Vec::new(),
+        };
+        let mut exchange = ex.clone();
+        exchange.request.body = None;
+        KeptLine {
+            cases: vec![case.to_owned()],
+            tenant: tenant.to_owned(),
+            exchange,
+            facts,
+        }
+    }
+}
+
+/// What the lines give: the findings of each code, and whether they decide the case.
+struct Judgement {
+    counts: Vec<(FindingCode, usize)>,
+    decided: bool,
+}
+
+/// Re-judges case `c` when its kind is one of [`KINDS`]; whether it was.
+pub(super) fn case(
+    report: &Report,
+    c: &CaseResult,
+    roles: Option<&Roles>,
+    kept: &Kept,
+    leaked: &BTreeSet<u64>,
+    secret: &RunSecret,
+) -> Result<bool, VerifyError> {
+    if !KINDS.contains(&c.probe.as_str()) || c.outcome.verdict == Verdict::Skipped {
+        return Ok(false);
+    }
+    let judgement = match c.probe.as_str() {
+        "availability.noisy-neighbour" => neighbour(report, c, roles, kept)?,
+        "metadata.cross-tenant" => metadata(report, c, roles, kept, secret)?,
+        "cache.response-reuse" => reuse(c, roles, kept)?,
+        "context.boundary" => boundary(c, roles, kept, leaked)?,
+        "context.recall" => recall(c, roles, kept)?,
+        "cache.prefix-extraction" => match extraction(c, roles, kept, secret)? {
+            Some(judgement) => judgement,
+            // The timed search: not replayed.
+            None => return Ok(false),
+        },
+        other => unreachable!("{other} is in KINDS without a re-judge"),
+    };
+    for (code, judged) in judgement.counts {
+        let signed = c.outcome.findings.iter().filter(|f| f.code == code).count();
+        if signed != judged {
+            return Err(bad(
+                &c.id,
+                format!("the transcript's lines give {judged} findings of {code:?}, the report says {signed}"),
+            ));
+        }
+    }
+    if !judgement.decided && c.outcome.verdict == Verdict::Pass {
+        return Err(bad(
+            &c.id,
+            "the report says PASS, and the transcript's lines do not decide the case".to_owned(),
+        ));
+    }
+    Ok(true)
+}
+
+/// The lines a role names, each an exchange the case sent or cited.
+fn kept_lines<'k>(
+    c: &CaseResult,
+    roles: &Roles,
+    role: &str,
+    kept: &'k Kept,
+) -> Result<Vec<(u64, &'k KeptLine)>, VerifyError> {
+    roles
+        .get(role)
+        .into_iter()
+        .flatten()
+        .map(|seq| match kept.get(seq) {
+            Some(line) if line.cases.contains(&c.id) => Ok((*seq, line)),
+            _ => Err(bad(
+                &c.id,
+                format!("its roles name #{seq} as {role:?}, which is no exchange of the case"),
+            )),
+        })
+        .collect()
+}
+
+/// The exchanges a role names ([`kept_lines`]).
+fn lines<'k>(
+    c: &CaseResult,
+    roles: &Roles,
+    role: &str,
+    kept: &'k Kept,
+) -> Result<Vec<(u64, &'k Exchange)>, VerifyError> {
+    Ok(kept_lines(c, roles, role, kept)?
+        .into_iter()
+        .map(|(seq, line)| (seq, &line.exchange))
+        .collect())
+}
+
+fn neighbour(report: &Report, c: &CaseResult, roles: Option<&Roles>, kept: &Kept) -> Result<Judgement, VerifyError> {
+    use crate::judge::neighbour::{Rule, judge};
+    let Some(roles) = roles else {
+        // The case stopped before it judged (an interruption, the vendor's refusals).
+        return Ok(Judgement {
+            counts: vec![(FindingCode::NoisyNeighbour, 0)],
+            decided: false,
+        });
+    };
+    let rule: Rule = serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+    let tenants = &report.vendor.profile.tenants;
+    let same_org = match tenants.as_slice() {
+        [loud, quiet, ..] => loud.org() == quiet.org(),
+        _ => return Err(bad(&c.id, "the profile names fewer than two tenants".to_owned())),
+    };
+    let [alone, load, under] = [0, 1, 2].map(|i| lines(c, roles, crate::judge::neighbour::ROLES[i], kept));
+    let judged = judge(&rule, same_org, &alone?, &load?, &under?);
+    Ok(Judgement {
+        counts: vec![(FindingCode::NoisyNeighbour, judged.unfair.len())],
+        decided: judged.decided(),
+    })
+}
+
+/// The endpoints of `metadata.cross-tenant`'s parameters, as much as its rule reads.
+#[derive(serde::Deserialize)]
+struct Endpoints {
+    endpoints: Vec<EndpointParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct EndpointParams {
+    method: String,
+    path: String,
+    #[serde(default)]
+    changes_state: bool,
+}
+
+/// Each endpoint's answers to another key than the owner's (the profile's first
+/// tenant), or none, judged again; the case is decided when the owner's last request
+/// was answered and some endpoint answered at all. Whether that request was still
+/// running while the endpoints were asked rests on the run's clock, and is not judged
+/// again.
+fn metadata(
+    report: &Report,
+    c: &CaseResult,
+    roles: Option<&Roles>,
+    kept: &Kept,
+    secret: &RunSecret,
+) -> Result<Judgement, VerifyError> {
+    use crate::judge::metadata::{Found, drawn, endpoint_of, found};
+    let codes = [FindingCode::StateChangeAccepted, FindingCode::MetadataExposed];
+    let Some(roles) = roles else {
+        return Ok(Judgement {
+            counts: codes.map(|code| (code, 0)).to_vec(),
+            decided: false,
+        });
+    };
+    let params: Endpoints =
+        serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+    let owner = report
+        .vendor
+        .profile
+        .tenants
+        .first()
+        .map(|t| t.label.as_str())
+        .unwrap_or_default();
+    let seed = drawn(secret, &c.id).seed;
+    let (mut changed, mut exposed) = (0, 0);
+    let asked = lines(c, roles, "asked", kept)?;
+    for (seq, ex) in &asked {
+        let tenant = kept.get(seq).map(|line| line.tenant.as_str());
+        if tenant == Some(owner) {
+            continue;
+        }
+        let Some(e) = endpoint_of(&params.endpoints, |e| (e.method.as_str(), e.path.as_str()), ex) else {
+            return Err(bad(&c.id, format!("#{seq} asked no endpoint of the case's list")));
+        };
+        match found(e.changes_state, ex, seed) {
+            Some(Found::StateChanged) => changed += 1,
+            Some(Found::Exposed { .. }) => exposed += 1,
+            None => {}
+        }
+    }
+    let victims = lines(c, roles, "victim", kept)?;
+    let decided =
+        victims.last().is_some_and(|(_, ex)| ex.is_success()) && asked.iter().any(|(_, ex)| ex.status.is_some());
+    Ok(Judgement {
+        counts: vec![(codes[0], changed), (codes[1], exposed)],
+        decided: decided || changed + exposed > 0,
+    })
+}
+
+/// B's answers to requests like a's judged again by their signs; the case is decided
+/// when one was answered and some sign could show a stored answer (or a's own repeat
+/// came back stored).
+fn reuse(c: &CaseResult, roles: Option<&Roles>, kept: &Kept) -> Result<Judgement, VerifyError> {
+    use crate::judge::reuse::{Answer, Signs, judge};
+    let codes = [FindingCode::ResponseReused, FindingCode::SemanticResponseReused];
+    let undecided = Judgement {
+        counts: codes.map(|code| (code, 0)).to_vec(),
+        decided: false,
+    };
+    let Some(roles) = roles else {
+        return Ok(undecided);
+    };
+    let answers = |role: &str| -> Result<Vec<Answer>, VerifyError> {
+        Ok(lines(c, roles, role, kept)?
+            .into_iter()
+            .filter_map(|(seq, ex)| Answer::of(seq, ex))
+            .collect())
+    };
+    let Some(first) = answers("first")?.into_iter().next() else {
+        return Ok(undecided);
+    };
+    let signs = Signs::of(&first, &answers("fresh")?, answers("warm")?.first());
+    // As the case sent them: a's request byte for byte first (new to b), the other
+    // variants, then the paraphrase (new to b).
+    let same = lines(c, roles, "same", kept)?;
+    let mut tried: Vec<(Answer, bool, bool)> = Vec::new();
+    for (i, (seq, ex)) in same.iter().enumerate() {
+        tried.extend(Answer::of(*seq, ex).map(|a| (a, false, i == 0)));
+    }
+    tried.extend(answers("paraphrase")?.into_iter().map(|a| (a, true, true)));
+    let reused = judge(&signs, &first, &tried);
+    let own = answers("again")?.first().and_then(|a| signs.reused(&first, a, false));
+    let semantic = reused.iter().filter(|r| r.semantic).count();
+    Ok(Judgement {
+        counts: vec![(codes[0], reused.len() - semantic), (codes[1], semantic)],
+        decided: !reused.is_empty() || (!tried.is_empty() && (signs.any() || own.is_some())),
+    })
+}
+
+/// `cache.prefix-extraction`'s parameters, as much as its rule reads.
+#[derive(serde::Deserialize)]
+struct ExtractionParams {
+    digits: u32,
+    max_guesses: u32,
+}
+
+/// Tenant b's search on the reuse counter, driven again with the counters of its
+/// guesses; `None` for the timed search, which is not replayed.
+fn extraction(
+    c: &CaseResult,
+    roles: Option<&Roles>,
+    kept: &Kept,
+    secret: &RunSecret,
+) -> Result<Option<Judgement>, VerifyError> {
+    use crate::judge::extraction::{Search, digits, margin, order};
+    let code = FindingCode::PrefixExtracted;
+    let Some(roles) = roles else {
+        return Ok(Some(Judgement {
+            counts: vec![(code, 0)],
+            decided: false,
+        }));
+    };
+    if roles.contains_key("timed") {
+        return Ok(None);
+    }
+    let p: ExtractionParams =
+        serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+    let counter = |(seq, ex): (u64, &Exchange)| {
+        ex.usage
+            .and_then(|u| u.cached_tokens)
+            .filter(|_| ex.is_success())
+            .ok_or_else(|| {
+                bad(
+                    &c.id,
+                    format!("#{seq} is named as a guess or a control, and reported no reuse counter"),
+                )
+            })
+    };
+    let control = lines(c, roles, "control", kept)?
+        .into_iter()
+        .map(counter)
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(margin) = (match control[..] {
+        [right, wrong] => margin(right, wrong),
+        _ => return Err(bad(&c.id, "its roles name no right and wrong control".to_owned())),
+    }) else {
+        return Err(bad(
+            &c.id,
+            "its control shows the counter telling nothing, and the guesses were read by it".to_owned(),
+        ));
+    };
+    let secret_digits = digits(secret, &c.id, p.digits);
+    let mut search = Search::new(secret_digits.len(), p.max_guesses, margin);
+    let mut guesses = lines(c, roles, "guesses", kept)?.into_iter();
+    while search.next(|position| order(secret, &c.id, position)).is_some() {
+        let Some(guess) = guesses.next() else {
+            return Err(bad(
+                &c.id,
+                format!("its search needs guess {}, and the lines end", search.guesses + 1),
+            ));
+        };
+        search.record(counter(guess)?);
+    }
+    if let Some((seq, _)) = guesses.next() {
+        return Err(bad(&c.id, format!("#{seq} is a guess after the search ended")));
+    }
+    let extracted = !search.recovered.is_empty() && secret_digits.starts_with(&search.recovered);
+    Ok(Some(Judgement {
+        counts: vec![(code, usize::from(extracted))],
+        decided: extracted || (search.recovered.is_empty() && !search.exhausted),
+    }))
+}
+
+/// The prompt past the context (role `past`): accepted, it is a finding. Each prompt
+/// within it (role `lengths`) judged by the fact it states first, as the run judged
+/// it ([`crate::judge::context::Boundary`]). A generation run past the context is not
+/// judged again yet; a case whose baseline did not recall its fact is not decided.
+fn boundary(
+    c: &CaseResult,
+    roles: Option<&Roles>,
+    kept: &Kept,
+    leaked: &BTreeSet<u64>,
+) -> Result<Judgement, VerifyError> {
+    use crate::judge::context::{Boundary, Processed};
+    let empty = Roles::new();
+    let roles = roles.unwrap_or(&empty);
+    let past = lines(c, roles, "past", kept)?;
+    let accepted = past.iter().filter(|(_, ex)| crate::judge::accepted(ex)).count();
+    let mut judged = Boundary::default();
+    let mut baseline = None;
+    for (seq, line) in kept_lines(c, roles, "lengths", kept)? {
+        let Some(first) = line.facts.first() else {
+            return Err(bad(
+                &c.id,
+                format!("#{seq} is named a prompt of facts, and states none"),
+            ));
+        };
+        let (how, _) = judged.judge(seq, &line.exchange, first, leaked.contains(&seq));
+        baseline.get_or_insert(how);
+    }
+    let findings = accepted + judged.lost.len();
+    Ok(Judgement {
+        counts: vec![
+            (FindingCode::OverLimitAccepted, accepted),
+            (FindingCode::NeedleLost, judged.lost.len()),
+        ],
+        decided: findings > 0 || baseline == Some(Processed::Correctly),
+    })
+}
+
+/// `context.recall`'s parameters, as much as its rule reads.
+#[derive(serde::Deserialize)]
+struct RecallParams {
+    lengths: Vec<f64>,
+}
+
+/// Each prompt (role `lengths`, the baseline first) judged by every fact it states
+/// ([`crate::judge::context::Recall`]); decided when the baseline recalled them all and
+/// every length was answered.
+fn recall(c: &CaseResult, roles: Option<&Roles>, kept: &Kept) -> Result<Judgement, VerifyError> {
+    use crate::judge::context::Recall;
+    let p: RecallParams =
+        serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+    let empty = Roles::new();
+    let mut judged = Recall::default();
+    for (seq, line) in kept_lines(c, roles.unwrap_or(&empty), "lengths", kept)? {
+        judged.judge(seq, &line.exchange, &line.facts);
+    }
+    Ok(Judgement {
+        counts: vec![(FindingCode::NeedleLost, judged.lost.len())],
+        decided: !judged.lost.is_empty() || (judged.baseline_ok == Some(true) && judged.exercised >= p.lengths.len()),
+    })
+}
