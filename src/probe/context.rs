@@ -19,9 +19,9 @@
 //! holds no foreign canary; the effective context is the longest prompt so processed,
 //! in tokens as sent (counted by the local tokenizer, else estimated). Verdicts: a foreign canary anywhere, a 200 past the
 //! context, or a 200 within it that lost the needle (while the short baseline recalled
-//! it) is a fail; a refusal within the context is no failure, but the effective
+//! every fact it stated) is a fail; a refusal within the context is no failure, but the effective
 //! context (the largest length processed correctly) is reported below the advertised
-//! one. If the baseline itself is not recalled, the model is too weak for the case:
+//! one. If the baseline's facts are not all recalled, the model is too weak for the case:
 //! inconclusive, unless something failed outright.
 //!
 //! **context.recall** places needles at several depths of prompts of several lengths
@@ -500,7 +500,8 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     let top = context.saturating_sub(u64::from(p.max_tokens) + margin(context));
     let short = p.short_tokens.min(top / 2).max(64);
 
-    let baseline = b.try_length(short).await?;
+    b.try_length(short).await?;
+    let baseline_ok = b.judged.baseline_ok();
     let at_top = b.try_length(top).await?;
     let past_refused = b.past_context(context).await?;
     let overrun = b.past_generation(context).await?;
@@ -536,17 +537,17 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     )?;
     let mut outcome = conclude(
         b.findings,
-        if baseline == Processed::Correctly && past_refused && overrun.is_ok() {
+        if baseline_ok && past_refused && overrun.is_ok() {
             Ok(format!(
                 "{effective_text}; past the context: refused; {}; {spent}",
                 overrun.as_deref().unwrap_or_default()
             ))
-        } else if baseline == Processed::Correctly && past_refused {
+        } else if baseline_ok && past_refused {
             Err(format!(
                 "{}; {effective_text}; {spent}",
                 overrun.err().unwrap_or_default()
             ))
-        } else if baseline == Processed::Correctly {
+        } else if baseline_ok {
             // Fail closed: a server error or no answer past the context is not the
             // refusal the case must see.
             Err(format!(
@@ -557,7 +558,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
                 Ok(what) | Err(what) => what,
             };
             Err(format!(
-                "the model did not recall a needle at {short} tokens, so recall at length says nothing; {effective_text}; {overrun}; {spent}"
+                "the model did not recall every fact of a {short}-token prompt, so a loss at length says nothing; {effective_text}; {overrun}; {spent}"
             ))
         },
         c,
@@ -727,8 +728,14 @@ impl Search<'_> {
         let sent = facts.sent.clone();
         let sent_tokens = facts.sent_tokens;
         // The fact at the start as `verify` reads it back: the first the prompt states.
-        let stated = crate::canary::Needle::stated_in(&facts.prompt);
-        let needle = stated.first().unwrap_or_else(|| facts.at_start());
+        // The facts as `verify` reads them back: those the prompt states, in its order.
+        let mut stated = crate::canary::Needle::stated_in(&facts.prompt);
+        if stated.is_empty() {
+            stated = std::iter::once(facts.at_start().clone())
+                .chain(facts.needles.iter().map(|(_, n)| n.clone()))
+                .collect();
+        }
+        let needle = &stated[0];
         let recalled = sent.exchange.is_success() && needle.recalled_in(&sent.exchange.content);
         let leaked = self.scan(
             &sent,
@@ -740,7 +747,7 @@ impl Search<'_> {
         );
         let ex = &sent.exchange;
         self.lengths.push(sent.seq);
-        let (how, lost) = self.judged.judge(sent.seq, ex, needle, leaked);
+        let (how, lost) = self.judged.judge(sent.seq, ex, &stated, leaked);
         if lost {
             self.finding(
                 FindingCode::NeedleLost,

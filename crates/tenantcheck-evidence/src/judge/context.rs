@@ -30,24 +30,28 @@ pub enum Processed {
     Unknown,
 }
 
-/// The boundary's fold over its prompts: each judged by the fact at its start; one
-/// answered 200 without it, after a baseline that recalled its own, lost it (a
-/// `NeedleLost` finding). An answer holding another tenant's canary is processed
-/// wrongly, and that is its finding instead.
+/// The boundary's fold over its prompts: each judged by the fact at its start. The
+/// first, the short baseline, shows whether the model can do the task at all: only
+/// when it recalled every fact its prompt stated (a model that recalls one fact in
+/// three at 256 tokens recalls one now and then, and its losses at length say nothing
+/// of the vendor). After such a baseline, a prompt answered 200 without the fact at its
+/// start lost it (a `NeedleLost` finding). An answer holding another tenant's canary is
+/// processed wrongly, and that is its finding instead.
 #[derive(Clone, Debug, Default)]
 pub struct Boundary {
-    baseline: Option<Processed>,
+    baseline_ok: Option<bool>,
     /// The lines that lost their fact.
     pub lost: Vec<u64>,
 }
 
 impl Boundary {
-    /// Judges the prompt at `seq` (`at_start`: its first fact; `leaked`: whether its
-    /// answer holds another tenant's canary); returns how it was processed and whether
-    /// it lost its fact.
-    pub fn judge(&mut self, seq: u64, ex: &Exchange, at_start: &Needle, leaked: bool) -> (Processed, bool) {
-        let recalled = ex.is_success() && at_start.recalled_in(&ex.content);
-        let how = if leaked || (ex.is_success() && !recalled) {
+    /// Judges the prompt at `seq` (`facts`: those it states, in its order, the one at
+    /// its start first; `leaked`: whether its answer holds another tenant's canary);
+    /// returns how it was processed and whether it lost its fact.
+    pub fn judge(&mut self, seq: u64, ex: &Exchange, facts: &[Needle], leaked: bool) -> (Processed, bool) {
+        let recalled = |n: &Needle| ex.is_success() && n.recalled_in(&ex.content);
+        let at_start = facts.first().is_some_and(recalled);
+        let how = if leaked || (ex.is_success() && !at_start) {
             Processed::Wrongly
         } else if ex.is_success() {
             Processed::Correctly
@@ -56,12 +60,19 @@ impl Boundary {
         } else {
             Processed::Unknown
         };
-        let lost = how == Processed::Wrongly && !leaked && self.baseline == Some(Processed::Correctly);
-        self.baseline.get_or_insert(how);
+        let lost = how == Processed::Wrongly && !leaked && self.baseline_ok == Some(true);
+        self.baseline_ok
+            .get_or_insert_with(|| how == Processed::Correctly && facts.iter().all(recalled));
         if lost {
             self.lost.push(seq);
         }
         (how, lost)
+    }
+
+    /// Whether the short baseline, the first prompt judged, recalled every fact it
+    /// stated: false before it.
+    pub fn baseline_ok(&self) -> bool {
+        self.baseline_ok == Some(true)
     }
 }
 
@@ -124,31 +135,44 @@ mod tests {
     }
 
     #[test]
-    fn the_boundary_counts_a_loss_only_after_a_baseline_that_recalled() {
-        let n = needle("amber-0193");
+    fn the_boundary_counts_a_loss_only_after_a_baseline_that_recalled_every_fact() {
+        let (n, m) = (needle("amber-0193"), needle("cedar-2001"));
+        let facts = [n.clone(), m.clone()];
         let mut weak = Boundary::default();
         assert_eq!(
-            weak.judge(1, &answer(200, "no idea"), &n, false),
+            weak.judge(1, &answer(200, "no idea"), &facts, false),
             (Processed::Wrongly, false)
         );
         assert_eq!(
-            weak.judge(2, &answer(200, "no idea"), &n, false),
+            weak.judge(2, &answer(200, "no idea"), &facts, false),
+            (Processed::Wrongly, false)
+        );
+        // The fact at the start recalled, not the other: the model is not shown able.
+        let mut half = Boundary::default();
+        assert_eq!(
+            half.judge(1, &answer(200, "AMBER-0193"), &facts, false),
+            (Processed::Correctly, false)
+        );
+        assert!(!half.baseline_ok());
+        assert_eq!(
+            half.judge(2, &answer(200, "cedar-2001"), &facts, false),
             (Processed::Wrongly, false)
         );
         let mut b = Boundary::default();
         assert_eq!(
-            b.judge(1, &answer(200, "It is AMBER-0193."), &n, false),
+            b.judge(1, &answer(200, "It is AMBER-0193, and cedar-2001."), &facts, false),
             (Processed::Correctly, false)
         );
-        assert_eq!(b.judge(2, &answer(400, ""), &n, false), (Processed::Refused, false));
-        assert_eq!(b.judge(3, &answer(503, ""), &n, false), (Processed::Unknown, false));
+        assert!(b.baseline_ok());
+        assert_eq!(b.judge(2, &answer(400, ""), &facts, false), (Processed::Refused, false));
+        assert_eq!(b.judge(3, &answer(503, ""), &facts, false), (Processed::Unknown, false));
         // A leak is its own finding, not a lost fact.
         assert_eq!(
-            b.judge(4, &answer(200, "nothing"), &n, true),
+            b.judge(4, &answer(200, "nothing"), &facts, true),
             (Processed::Wrongly, false)
         );
         assert_eq!(
-            b.judge(5, &answer(200, "nothing"), &n, false),
+            b.judge(5, &answer(200, "cedar-2001"), &facts, false),
             (Processed::Wrongly, true)
         );
         assert_eq!(b.lost, vec![5]);

@@ -350,29 +350,27 @@ fn extraction(
 /// The prompt past the context (role `past`): accepted, it is a finding. Each prompt
 /// within it (role `lengths`) judged by the fact it states first, as the run judged
 /// it ([`crate::judge::context::Boundary`]). A generation run past the context is not
-/// judged again yet; a case whose baseline did not recall its fact is not decided.
+/// judged again yet; a case whose baseline did not recall every fact is not decided.
 fn boundary(
     c: &CaseResult,
     roles: Option<&Roles>,
     kept: &Kept,
     leaked: &BTreeSet<u64>,
 ) -> Result<Judgement, VerifyError> {
-    use crate::judge::context::{Boundary, Processed};
+    use crate::judge::context::Boundary;
     let empty = Roles::new();
     let roles = roles.unwrap_or(&empty);
     let past = lines(c, roles, "past", kept)?;
     let accepted = past.iter().filter(|(_, ex)| crate::judge::accepted(ex)).count();
     let mut judged = Boundary::default();
-    let mut baseline = None;
     for (seq, line) in kept_lines(c, roles, "lengths", kept)? {
-        let Some(first) = line.facts.first() else {
+        if line.facts.is_empty() {
             return Err(bad(
                 &c.id,
                 format!("#{seq} is named a prompt of facts, and states none"),
             ));
-        };
-        let (how, _) = judged.judge(seq, &line.exchange, first, leaked.contains(&seq));
-        baseline.get_or_insert(how);
+        }
+        judged.judge(seq, &line.exchange, &line.facts, leaked.contains(&seq));
     }
     let findings = accepted + judged.lost.len();
     Ok(Judgement {
@@ -380,7 +378,7 @@ fn boundary(
             (FindingCode::OverLimitAccepted, accepted),
             (FindingCode::NeedleLost, judged.lost.len()),
         ],
-        decided: findings > 0 || baseline == Some(Processed::Correctly),
+        decided: findings > 0 || judged.baseline_ok(),
     })
 }
 
