@@ -528,6 +528,7 @@ impl Events {
 }
 
 /// What every trial shares.
+#[derive(Clone)]
 struct Ran {
     session: Arc<Session>,
     /// Cases the interruption did not let finish (not started, or cut short).
@@ -566,19 +567,6 @@ fn trials(
             Trial::test(case.id.clone(), move || ran.trial(case, pause)).with_kind(kind)
         })
         .collect()
-}
-
-impl Clone for Ran {
-    fn clone(&self) -> Self {
-        Ran {
-            session: self.session.clone(),
-            unfinished: self.unfinished.clone(),
-            handle: self.handle.clone(),
-            observer: self.observer.clone(),
-            redactor: self.redactor.clone(),
-            advisories: self.advisories.clone(),
-        }
-    }
 }
 
 impl Ran {

@@ -91,10 +91,15 @@ pub struct Session {
     transcript: Arc<Transcript>,
     secret: RunSecret,
     in_flight: Semaphore,
-    /// What the run's answers showed, judged as each line is written (one lock: each
-    /// answer is judged against exactly the lines before it, as `verify` judges it).
+    /// Every request's text by runs of sentences, and, by transcript line, the answers
+    /// that held another request's ([`crate::passage`]). Held while a line is written
+    /// and judged, and for nothing else: each answer is judged against exactly the
+    /// lines before it, as `verify` judges it, and no other work waits on a judgement.
+    book: std::sync::Mutex<PassageBook>,
+    /// What the run's answers showed, by case, and the canaries they are scanned for.
     ledger: std::sync::Mutex<Ledger>,
-    /// What the run has spent, and the vendor's refusals in a row.
+    /// What the run has spent, the vendor's refusals in a row, and the requests two
+    /// cases share.
     accounts: std::sync::Mutex<Accounts>,
     /// Who hears of every request recorded.
     observer: std::sync::Arc<dyn crate::event::Observer>,
@@ -104,18 +109,14 @@ pub struct Session {
     stop: tokio::sync::watch::Receiver<Option<&'static str>>,
     /// Set once the vendor has refused enough: no request is sent after it.
     refused: std::sync::OnceLock<Refusal>,
-    /// Requests more than one case judges, by what they are ([`Session::shared`]).
-    shared: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Shared>>>>,
 }
 
 /// What the run's answers showed, by case: the net under every probe, which
 /// `probe::run` adds to each outcome.
+#[derive(Default)]
 struct Ledger {
     /// Every canary issued, and the scanner over them.
     canaries: Registry,
-    /// Every request's text by runs of sentences, and, by transcript line, the answers
-    /// that held another request's ([`crate::passage`]).
-    passages: PassageBook,
     /// Every other tenant's canary found in any answer, by case.
     leaks: Vec<(String, crate::outcome::LeakEvidence)>,
     /// Every answer that held another request's text, by case (answers not bound to
@@ -138,6 +139,8 @@ struct Accounts {
     counts: (u64, u64),
     /// Answers in a row that refused requests which should succeed.
     refusals: Refusals,
+    /// Requests more than one case judges, by what they are ([`Session::shared`]).
+    shared: std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Shared>>>,
 }
 
 /// The run's passages, and the answers that held another request's text by line.
@@ -390,26 +393,23 @@ impl Session {
             transcript,
             secret,
             in_flight: Semaphore::new(permits),
-            ledger: std::sync::Mutex::new(Ledger {
-                canaries: Registry::default(),
-                passages: (
-                    crate::passage::Passages::new(&tenants.iter().map(|t| t.label.clone()).collect::<Vec<_>>()),
-                    std::collections::BTreeMap::new(),
-                ),
-                leaks: Vec::new(),
-                misrouted: Vec::new(),
-                redirects: Vec::new(),
-                cited: Vec::new(),
-                cut: Default::default(),
-            }),
+            book: std::sync::Mutex::new((
+                crate::passage::Passages::new(&tenants.iter().map(|t| t.label.clone()).collect::<Vec<_>>()),
+                std::collections::BTreeMap::new(),
+            )),
+            ledger: Default::default(),
             accounts: Default::default(),
             observer: std::sync::Arc::new(crate::event::Nobody),
             budget: Budget::default(),
             stop: tokio::sync::watch::channel(None).1,
             refused: Default::default(),
-            shared: Default::default(),
             tenants,
         }
+    }
+
+    /// The passage book, locked.
+    fn book(&self) -> std::sync::MutexGuard<'_, PassageBook> {
+        self.book.lock().expect("passage book poisoned")
     }
 
     /// The ledger, locked.
@@ -543,7 +543,7 @@ impl Session {
     /// other requests' text, on `case` (which sent or cites it).
     pub fn rescan(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
         self.note_leaks(case, tenant, seq, exchange);
-        let hits = self.ledger().passages.1.get(&seq).cloned();
+        let hits = self.book().1.get(&seq).cloned();
         if let Some(hits) = hits {
             self.ledger()
                 .misrouted
@@ -554,7 +554,7 @@ impl Session {
     /// Judges the answer of the exchange at `seq` against every request before it, and
     /// adds its request's text; keeps a hit by line. The caller holds no other lock.
     fn note_passages(&self, seq: u64, tenant: &str, exchange: &Exchange) {
-        judge_passages(&mut self.ledger().passages, seq, tenant, exchange);
+        judge_passages(&mut self.book(), seq, tenant, exchange);
     }
 
     fn note_leaks(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
@@ -1034,10 +1034,9 @@ impl Session {
         // The line is written and its answer judged against the lines before it under
         // one lock: the next line's answer is judged against this one's request.
         let seq = {
-            let mut ledger = self.ledger();
-            let passages = &mut ledger.passages;
+            let mut book = self.book();
             let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
-            judge_passages(passages, seq, tenant, &exchange);
+            judge_passages(&mut book, seq, tenant, &exchange);
             seq
         };
         self.rescan(case, tenant, seq, &exchange);
@@ -1080,13 +1079,7 @@ impl Session {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<(T, Vec<(String, Sent)>), SessionError>>,
     {
-        let cell = self
-            .shared
-            .lock()
-            .expect("shared requests poisoned")
-            .entry(key.to_owned())
-            .or_default()
-            .clone();
+        let cell = self.accounts().shared.entry(key.to_owned()).or_default().clone();
         let entry = cell
             .get_or_try_init(|| async {
                 let (value, mut sent) = send().await?;

@@ -731,8 +731,10 @@ impl Search<'_> {
         // The facts as `verify` reads them back: those the prompt states, in its order.
         let mut stated = crate::canary::Needle::stated_in(&facts.prompt);
         if stated.is_empty() {
-            stated = std::iter::once(facts.at_start().clone())
-                .chain(facts.needles.iter().map(|(_, n)| n.clone()))
+            let first = facts.at_start();
+            stated = std::iter::once(first)
+                .chain(facts.needles.iter().map(|(_, n)| n).filter(|n| *n != first))
+                .cloned()
                 .collect();
         }
         let needle = &stated[0];

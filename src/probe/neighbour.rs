@@ -149,7 +149,7 @@ pub async fn neighbour(p: &NeighbourParams, ctx: Context<'_>) -> Result<Outcome,
     for _ in 0..p.samples {
         let sample = short(&mut sizer, p, quiet).await?;
         alone_seqs.push(sample.seq);
-        if !answered(&sample.exchange) {
+        if !judge::answered(&sample.exchange) {
             ctx.session.roles(ctx.case_id, &[("alone", alone_seqs)])?;
             unjudged.push(format!(
                 "tenant {quiet}'s short request failed alone ({}, transcript #{})",
@@ -306,10 +306,5 @@ async fn short(
         .builder()
         .build(p.short_tokens, &filler, "", &[], "\n\nSay hello.");
     sizer.send_other(tenant, prompt, 16, true).await
-}
-
-/// Answered whole: a success with no error frame.
-fn answered(ex: &crate::adapter::Exchange) -> bool {
-    judge::answered(ex)
 }
 

@@ -28,12 +28,34 @@ pub fn accepted(ex: &crate::exchange::Exchange) -> bool {
 /// every case that looks for leaked content (see [`crate::outcome::Power`]). `verify`
 /// re-judges the transcript with it.
 pub fn echoed(own: &[crate::canary::Canary], prompt: &str, answer: &str) -> bool {
-    // The answer is short and the prompt may be a million tokens: scan the answer, then
-    // look up only what it holds. No tenant is labelled with a NUL, so every canary
-    // counts as "another's" here.
-    let hits = crate::scan::Scanner::new(own.to_vec()).scan(answer, "\u{0}");
-    hits.iter()
-        .any(|h| own.iter().any(|c| c.id == h.id && c.carried_by(prompt)))
+    Echo::new(own).echoed(prompt, answer)
+}
+
+/// [`echoed`] over one tenant's canaries, its scanner built once for every answer
+/// judged: a scanner over thousands of canaries costs far more to build than to run.
+pub struct Echo<'c> {
+    own: &'c [crate::canary::Canary],
+    scanner: crate::scan::Scanner,
+}
+
+impl<'c> Echo<'c> {
+    /// The judge of answers to prompts that carried some of `own`.
+    pub fn new(own: &'c [crate::canary::Canary]) -> Self {
+        Echo {
+            own,
+            scanner: crate::scan::Scanner::new(own.to_vec()),
+        }
+    }
+
+    /// Whether `answer` holds any of the canaries that `prompt` carried.
+    pub fn echoed(&self, prompt: &str, answer: &str) -> bool {
+        // The answer is short and the prompt may be a million tokens: scan the answer,
+        // then look up only what it holds. No tenant is labelled with a NUL, so every
+        // canary counts as "another's" here.
+        let hits = self.scanner.scan(answer, "\u{0}");
+        hits.iter()
+            .any(|h| self.own.iter().any(|c| c.id == h.id && c.carried_by(prompt)))
+    }
 }
 
 /// Record-shaped items in `answer` ([`crate::scan::record_shaped`]: e-mail addresses,

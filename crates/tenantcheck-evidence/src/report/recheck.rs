@@ -191,10 +191,6 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             }
             Line::Header { .. } | Line::Other => continue,
         };
-        if rejudged_kind(&case) {
-            let probe = probe_of.get(case.as_str()).copied().unwrap_or_default();
-            kept.insert(seq, super::rejudge::KeptLine::of(&case, probe, &tenant, &ex));
-        }
         let tenant = tenant.as_str();
         responses += 1;
         rate_limited += u64::from(ex.status == Some(429));
@@ -254,7 +250,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         {
             *malformed_streams.entry(case.clone()).or_default() += 1;
         }
-        if runs(&case, "usage.consistency") {
+        if rejudged_kind(&case) {
+            let probe = probe_of.get(case.as_str()).copied().unwrap_or_default();
+            kept.insert(seq, super::rejudge::KeptLine::of(&case, probe, tenant, ex));
+        } else if runs(&case, "usage.consistency") {
             let prompt = ex
                 .request
                 .body
@@ -730,7 +729,16 @@ fn recheck_power(
             .or_default()
             .extend((0..i.count).map(|n| secret.canary(&i.owner, &i.case, n)));
     }
-    let own = |tenant: &str| owned.get(tenant).map(Vec::as_slice).unwrap_or_default();
+    // Each tenant's judge of its own records read back, built once.
+    let echoes: BTreeMap<&str, crate::judge::Echo> = owned
+        .iter()
+        .map(|(tenant, own)| (tenant.as_str(), crate::judge::Echo::new(own)))
+        .collect();
+    let echoed_in = |a: &Answer| {
+        echoes
+            .get(a.tenant.as_str())
+            .is_some_and(|e| e.echoed(&a.carried, &a.content))
+    };
     let in_case: Vec<(&u64, &Answer)> = answers.iter().filter(|(_, a)| a.judged_by(case)).collect();
     let mut bands = Vec::new();
     for band in &power.bands {
@@ -748,7 +756,7 @@ fn recheck_power(
                     format!("its control names #{seq}, an answer of {}", a.cases[0]),
                 ));
             }
-            if crate::judge::echoed(own(&a.tenant), &a.carried, &a.content) {
+            if echoed_in(a) {
                 echoed.push(*seq);
             }
         }
@@ -810,7 +818,7 @@ fn recheck_power(
                     ),
                 )
             })?;
-            if crate::judge::echoed(own(&a.tenant), &a.carried, &a.content) {
+            if echoed_in(a) {
                 echoed.push(*seq);
             }
         }

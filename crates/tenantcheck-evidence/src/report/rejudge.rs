@@ -41,13 +41,13 @@ pub(super) struct KeptLine {
 }
 
 impl KeptLine {
-    /// Keeps `ex`, sent by `case` as `tenant`.
-    pub fn of(case: &str, probe: &str, tenant: &str, ex: &Exchange) -> KeptLine {
+    /// Keeps `exchange`, sent by `case` as `tenant`.
+    pub fn of(case: &str, probe: &str, tenant: &str, mut exchange: Exchange) -> KeptLine {
         let facts = match probe {
-            "context.boundary" | "context.recall" => Needle::stated_in(&ex.request.text()),
+            "context.boundary" | "context.recall" => Needle::stated_in(&exchange.request.text()),
             _ => Vec::new(),
         };
-        let mut exchange = ex.clone();
+        // The request's body may be a million tokens; the facts are all a rule reads of it.
         exchange.request.body = None;
         KeptLine {
             cases: vec![case.to_owned()],
