@@ -312,13 +312,20 @@ struct SimArgs {
     /// make, so that detectors are tested against classes of leak.
     #[arg(long, value_name = "random|FAMILY,...")]
     leak_transform: Option<String>,
+    /// Which output field carries what the model decodes from pages that hold no
+    /// prompt of its own: content, reasoning (`reasoning_content`, the content empty),
+    /// tool-arguments (a call of a function `lookup`), logprobs (the logprob tokens
+    /// alone, the content saying it cannot help), or random (one drawn per leak, from
+    /// --leak-seed). Not a fault itself: it moves the leaks other faults make.
+    #[arg(long, value_name = "FIELD|random", default_value = "content")]
+    leak_field: String,
     /// The chance that a leak fault (stale-pages, reject-continue, cancel-swap,
     /// object-idor) acts on each occasion it could, drawn per occasion from --leak-seed;
     /// otherwise the engine behaves as a healthy one. Real leaks are intermittent: one
     /// bad replica, a race, a page reused only when the pool is full.
     #[arg(long, value_name = "RATE", default_value_t = 1.0, value_parser = leak_rate)]
     leak_rate: f64,
-    /// The seed of --leak-transform's and --leak-rate's draws.
+    /// The seed of --leak-transform's, --leak-field's and --leak-rate's draws.
     #[arg(long, default_value_t = 0)]
     leak_seed: u64,
     /// Answers say nothing of the prompt cache (no `prompt_tokens_details.cached_tokens`),
@@ -626,6 +633,8 @@ fn sim_config(args: SimArgs) -> Result<SimConfig, String> {
         .map(|s| LeakTransform::parse(s, args.leak_seed))
         .transpose()
         .map_err(|e| format!("--leak-transform: {e}"))?;
+    let leak_field = tenantcheck::sim::transform::LeakField::parse(&args.leak_field, args.leak_seed)
+        .map_err(|e| format!("--leak-field: {e}"))?;
     Ok(SimConfig {
         model: args.model,
         context: args.context,
@@ -649,6 +658,7 @@ fn sim_config(args: SimArgs) -> Result<SimConfig, String> {
         fragmenting_model: args.fragmenting_model,
         forgetful_model: args.forgetful_model,
         leak_transform,
+        leak_field,
         leak_rate: (args.leak_rate, args.leak_seed),
         no_cache_counter: args.no_cache_counter,
         plain_decode: args.plain_decode,

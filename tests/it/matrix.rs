@@ -400,6 +400,39 @@ const ROWS: &[Row] = &[
         why: "each leak draws its own transforms (any of the above): named as the other tenant's text",
     },
     Row {
+        name: "stale-pages, leaks in the reasoning field",
+        named: &["isolation.canary-residue"],
+        flags: &["--fault", "stale-pages", "--leak-field", "reasoning"],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "residue comes back as a thinking model's `reasoning_content`, the content empty: the records in it are found, and its text named as the other tenant's",
+    },
+    Row {
+        name: "stale-pages, leaks in tool-call arguments",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--leak-field",
+            "tool-arguments",
+            "--leak-transform",
+            "digit-words",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "residue comes back as the arguments of a function call, every digit a word, the content empty: named as the other tenant's text",
+    },
+    Row {
+        name: "stale-pages, leaks in the logprobs alone",
+        named: &["isolation.canary-residue"],
+        flags: &["--fault", "stale-pages", "--leak-field", "logprobs"],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "the content says it cannot help; the logprob tokens spell the residue: named as the other tenant's text",
+    },
+    Row {
         name: "global-prefix-cache, no counter, transfer jitter",
         named: &[],
         flags: &[
@@ -802,6 +835,9 @@ rows! {
     stale_pages_leaks_with_words_dropped_and_repeated
     stale_pages_fragmenting_model_leaks_cut
     stale_pages_leaks_in_random_forms
+    stale_pages_leaks_in_the_reasoning_field
+    stale_pages_leaks_in_tool_call_arguments
+    stale_pages_leaks_in_the_logprobs_alone
     global_prefix_cache_no_counter_transfer_jitter
     per_tenant_cache_no_counter_transfer_jitter
     global_prefix_cache_no_counter_heavy_latency_jitter

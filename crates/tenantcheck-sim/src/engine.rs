@@ -48,6 +48,8 @@ pub struct Generation {
     pub finish_reason: &'static str,
     /// Leading prompt tokens found in the prefix cache (not prefilled again).
     pub cached_tokens: usize,
+    /// Decoded from pages that held no prompt of the request's own: residue.
+    pub residue: bool,
 }
 
 /// The engine did not serve a request.
@@ -385,6 +387,7 @@ impl Engine {
                 completion_tokens: 0,
                 finish_reason: "length",
                 cached_tokens: 0,
+                residue: false,
             });
         }
 
@@ -463,5 +466,6 @@ fn decode(
         completion_tokens: answer.tokens,
         finish_reason: if answer.truncated { "length" } else { "stop" },
         cached_tokens: 0,
+        residue: answer.residue,
     }
 }

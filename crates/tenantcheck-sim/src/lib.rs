@@ -249,6 +249,9 @@ pub struct SimConfig {
     /// How what a model decodes from pages that hold no prompt of its own comes back
     /// (`--leak-transform`): cut, respelled, mixed with its own words; `None`: as read.
     pub leak_transform: Option<transform::LeakTransform>,
+    /// Which output field carries what a model decodes from pages that hold no prompt
+    /// of its own (`--leak-field`): the content by default.
+    pub leak_field: transform::LeakField,
     /// The chance that a leak fault acts on each occasion it could (`--leak-rate`),
     /// and the seed of the draws: 1 for every time.
     pub leak_rate: (f64, u64),
@@ -305,6 +308,7 @@ impl SimConfig {
             fragmenting_model: false,
             forgetful_model: false,
             leak_transform: None,
+            leak_field: transform::LeakField::default(),
             leak_rate: (1.0, 0),
             no_cache_counter: false,
             plain_decode: false,

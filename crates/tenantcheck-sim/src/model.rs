@@ -42,6 +42,9 @@ pub struct Answer {
     pub tokens: usize,
     /// Whether it was cut at `max_tokens`.
     pub truncated: bool,
+    /// Whether it was decoded from pages that held no prompt of the request's own
+    /// (another request's residue, or nothing).
+    pub residue: bool,
 }
 
 const QUESTION: &str = "what is the value of ";
@@ -70,6 +73,15 @@ pub struct Traits {
 /// model answers every well-formed prompt with [`WEAK_ANSWER`]; from residue it still
 /// continues what the pages hold.
 pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
+    let (turn, well_formed) = turn(view);
+    Answer {
+        residue: !well_formed,
+        ..answer(view, turn, well_formed, max_tokens, traits)
+    }
+}
+
+/// What the model says to `turn`, the part of `view` it answers (see [`respond`]).
+fn answer(view: &[&str], turn: &[&str], well_formed: bool, max_tokens: usize, traits: Traits) -> Answer {
     let Traits {
         weak,
         garbling,
@@ -77,7 +89,6 @@ pub fn respond(view: &[&str], max_tokens: usize, traits: Traits) -> Answer {
         forgetful,
         leak,
     } = traits;
-    let (turn, well_formed) = turn(view);
     if weak && well_formed {
         return cut(WEAK_ANSWER, max_tokens);
     }
@@ -204,6 +215,7 @@ fn cut(full: &str, max_tokens: usize) -> Answer {
         text,
         tokens,
         truncated,
+        residue: false,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The reference vendor's HTTP front end (OpenAI-compatible).
 
 use super::scheduler::{Scheduler, Slot};
+use super::transform::Field;
 use super::{Engine, EngineError, Fault, SimConfig, tokenizer};
 use axum::Router;
 use axum::body::Bytes;
@@ -37,6 +38,8 @@ struct Sim {
     cache_counter: bool,
     /// `system_fingerprint` in every chat completion and chunk, if any.
     fingerprint: Option<String>,
+    /// Where an answer decoded from residue is put (`--leak-field`).
+    leak_field: crate::transform::LeakField,
     /// API key → tenant label.
     keys: HashMap<String, String>,
     /// The response cache in front of the model.
@@ -89,6 +92,7 @@ pub(super) fn router(config: SimConfig) -> Router {
         responses: crate::responses::ResponseCache::new(config.response_cache()),
         plain_step: config.plain_decode.then_some(config.decode_step),
         fingerprint: config.system_fingerprint.clone(),
+        leak_field: config.leak_field,
         model: config.model,
         context: config.context,
         keys: config
@@ -293,6 +297,8 @@ struct Reply {
     identity: Option<(String, u64)>,
     /// The response cache's key for the request, where the answer is to be kept.
     keep_as: Option<u64>,
+    /// Decoded from residue: put where `--leak-field` says.
+    residue: bool,
 }
 
 impl From<super::Generation> for Reply {
@@ -306,6 +312,7 @@ impl From<super::Generation> for Reply {
             in_flight: None,
             identity: None,
             keep_as: None,
+            residue: g.residue,
         }
     }
 }
@@ -334,6 +341,7 @@ impl Sim {
                 in_flight: None,
                 identity: None,
                 keep_as: None,
+                residue: false,
             };
             return self.reply(delivery, empty).await;
         }
@@ -382,6 +390,10 @@ impl Sim {
         if self.cache_counter {
             usage["prompt_tokens_details"] = json!({ "cached_tokens": reply.cached_tokens });
         }
+        let field = match reply.residue {
+            true => self.leak_field.of(&reply.text),
+            false => Field::Content,
+        };
         let mut slot = self.scheduler.acquire().await;
         slot.put(tokenizer::tokens(&reply.text));
         let mut response = if delivery.stream {
@@ -390,6 +402,7 @@ impl Sim {
                 created,
                 model: self.model.clone(),
                 fingerprint: self.fingerprint.clone(),
+                field,
             };
             // A broken stream stops after half its own tokens.
             let own_tokens = tokenizer::count(&reply.text);
@@ -419,11 +432,7 @@ impl Sim {
             }
             let mut body = json!({
                 "id": id, "object": "chat.completion", "created": created, "model": self.model,
-                "choices": [{
-                    "index": 0,
-                    "message": { "role": "assistant", "content": slot.take_all() },
-                    "finish_reason": reply.finish_reason,
-                }],
+                "choices": [placed(field, &slot.take_all(), reply.finish_reason)],
                 "usage": usage,
             });
             if let Some(fp) = &self.fingerprint {
@@ -438,17 +447,76 @@ impl Sim {
     }
 }
 
+/// What a model that does not help says in the content, where the answer's text went
+/// to the logprobs alone.
+const NO_HELP: &str = "I cannot help with that.";
+
+/// A plain answer's choice, with `text` in `field` ([`Field`]).
+fn placed(field: Field, text: &str, finish_reason: &str) -> Value {
+    let message = match field {
+        Field::Content => json!({ "role": "assistant", "content": text }),
+        Field::Reasoning => json!({ "role": "assistant", "content": "", "reasoning_content": text }),
+        Field::ToolArguments => json!({ "role": "assistant", "content": null, "tool_calls": [tool_call(text)] }),
+        Field::Logprobs => json!({ "role": "assistant", "content": NO_HELP }),
+    };
+    let mut choice = json!({ "index": 0, "message": message, "finish_reason": finish_reason });
+    if field == Field::Logprobs {
+        choice["logprobs"] = logprobs(tokenizer::tokens(text));
+    }
+    choice
+}
+
+/// A call of the function `lookup` with `arguments`, as OpenAI's `tool_calls` hold it.
+fn tool_call(arguments: &str) -> Value {
+    json!({ "index": 0, "id": "call_0", "type": "function",
+            "function": { "name": "lookup", "arguments": arguments } })
+}
+
+/// OpenAI's `logprobs` object for these tokens.
+fn logprobs<'t>(tokens: impl Iterator<Item = &'t str>) -> Value {
+    let content: Vec<Value> = tokens
+        .map(|t| json!({ "token": t, "logprob": -0.25, "top_logprobs": [] }))
+        .collect();
+    json!({ "content": content })
+}
+
 /// What every chunk of one stream shares.
 struct Chunks {
     id: String,
     created: u64,
     model: String,
     fingerprint: Option<String>,
+    /// Where the answer's tokens go.
+    field: Field,
 }
 
 impl Chunks {
     fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
         self.with_shared(json!({ "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] }))
+    }
+
+    /// The first chunk: the role, and the content that says it cannot help where the
+    /// tokens go to the logprobs alone.
+    fn role(&self) -> Value {
+        let content = if self.field == Field::Logprobs { NO_HELP } else { "" };
+        self.chunk(json!({ "role": "assistant", "content": content }), None)
+    }
+
+    /// The chunk of the answer's `nth` token, `piece`, in the stream's field.
+    fn token(&self, nth: usize, piece: &str) -> Value {
+        match self.field {
+            Field::Content => self.chunk(json!({ "content": piece }), None),
+            Field::Reasoning => self.chunk(json!({ "reasoning_content": piece }), None),
+            Field::ToolArguments if nth == 0 => self.chunk(json!({ "tool_calls": [tool_call(piece)] }), None),
+            Field::ToolArguments => self.chunk(
+                json!({ "tool_calls": [{ "index": 0, "function": { "arguments": piece } }] }),
+                None,
+            ),
+            Field::Logprobs => self.with_shared(json!({ "choices": [{
+                "index": 0, "delta": {}, "finish_reason": null,
+                "logprobs": logprobs(std::iter::once(piece)),
+            }] })),
+        }
     }
 
     /// `fields` with what every chunk carries: id, object, time, model, fingerprint.
@@ -493,9 +561,7 @@ impl Streaming {
             let data = match self.phase {
                 Phase::Role => {
                     self.phase = Phase::Tokens;
-                    self.chunks
-                        .chunk(json!({ "role": "assistant", "content": "" }), None)
-                        .to_string()
+                    self.chunks.role().to_string()
                 }
                 Phase::Tokens => {
                     if self.limit == Some(self.sent) {
@@ -506,7 +572,7 @@ impl Streaming {
                     match self.slot.next_token().await {
                         Some(piece) => {
                             self.sent += 1;
-                            self.chunks.chunk(json!({ "content": piece }), None).to_string()
+                            self.chunks.token(self.sent - 1, &piece).to_string()
                         }
                         None => {
                             self.phase = Phase::Finish;
@@ -646,6 +712,7 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
             in_flight: None,
             identity: Some((stored.id, stored.created)),
             keep_as: None,
+            residue: false,
         };
         return sim.reply(delivery, reply).await;
     }

@@ -92,13 +92,9 @@ impl LeakTransform {
             .split(',')
             .map(|name| {
                 Family::from_str(name.trim(), true).map_err(|_| {
-                    let known: Vec<String> = Family::value_variants()
-                        .iter()
-                        .filter_map(|f| f.to_possible_value().map(|v| v.get_name().to_owned()))
-                        .collect();
                     format!(
                         "unknown family {name:?}; fix: give random, or some of {}",
-                        known.join(", ")
+                        names::<Family>()
                     )
                 })
             })
@@ -108,10 +104,7 @@ impl LeakTransform {
 
     /// `text` as it leaks, and the families drawn for it.
     pub fn apply(&self, text: &str) -> (String, Vec<Family>) {
-        let mut rng = Rng(self.seed
-            ^ text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            }));
+        let mut rng = Rng(self.seed ^ fnv(text));
         let drawn: Vec<Family> = Family::ALL
             .iter()
             .copied()
@@ -122,6 +115,86 @@ impl LeakTransform {
             .collect();
         (transform(text, &drawn, &mut rng), drawn)
     }
+}
+
+/// The output field a leak comes back in. A model decoding from another request's
+/// pages answers wherever its API puts generated text: a thinking model's reasoning
+/// field, a function call's arguments; a gateway that filters the content may pass the
+/// logprob tokens that spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Field {
+    /// The message's content (a stream's content deltas).
+    Content,
+    /// `reasoning_content`, the content empty: a thinking model cut off in its thoughts.
+    Reasoning,
+    /// The arguments of a call to a function `lookup`, the content empty.
+    ToolArguments,
+    /// The logprob tokens alone; the content says only that it cannot help.
+    Logprobs,
+}
+
+impl Field {
+    /// Every field.
+    pub const ALL: &[Field] = &[Field::Content, Field::Reasoning, Field::ToolArguments, Field::Logprobs];
+}
+
+/// Where each leak comes back (`tenantcheck sim --leak-field`): always one field, or one
+/// drawn per leak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeakField {
+    /// Every leak in this field.
+    Fixed(Field),
+    /// Each leak in a field drawn from [`Field::ALL`], by the seed mixed with its text.
+    Random(u64),
+}
+
+impl Default for LeakField {
+    fn default() -> Self {
+        LeakField::Fixed(Field::Content)
+    }
+}
+
+impl LeakField {
+    /// Reads `random` or one field's name (`reasoning`).
+    pub fn parse(spec: &str, seed: u64) -> Result<Self, String> {
+        use clap::ValueEnum;
+        if spec.trim() == "random" {
+            return Ok(LeakField::Random(seed));
+        }
+        Field::from_str(spec.trim(), true).map(LeakField::Fixed).map_err(|_| {
+            format!(
+                "unknown field {spec:?}; fix: give random, or one of {}",
+                names::<Field>()
+            )
+        })
+    }
+
+    /// The field the leak `text` comes back in.
+    pub fn of(&self, text: &str) -> Field {
+        match *self {
+            LeakField::Fixed(field) => field,
+            LeakField::Random(seed) => {
+                let mut rng = Rng(seed ^ fnv(text).rotate_left(17));
+                Field::ALL[rng.below(Field::ALL.len() as u64) as usize]
+            }
+        }
+    }
+}
+
+/// The names `T`'s values are given by, joined by commas.
+fn names<T: clap::ValueEnum>() -> String {
+    let names: Vec<String> = T::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_owned()))
+        .collect();
+    names.join(", ")
+}
+
+/// FNV-1a of `text`: a draw's seed from what it transforms.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// `text` with each of `families` applied, in [`Family::ALL`]'s order.
@@ -353,5 +426,20 @@ mod tests {
         assert_eq!(a, LeakTransform::random(1).apply(TEXT));
         let differ = (2..20).filter(|s| LeakTransform::random(*s).apply(TEXT) != a).count();
         assert!(differ > 10, "{differ}");
+    }
+
+    #[test]
+    fn a_random_field_is_drawn_per_leak_and_a_named_one_always_given() {
+        let texts: Vec<String> = (0..200).map(|i| format!("{TEXT} {i}")).collect();
+        let random = LeakField::parse("random", 3).unwrap();
+        for field in Field::ALL {
+            let n = texts.iter().filter(|t| random.of(t) == *field).count();
+            assert!((25..=75).contains(&n), "{field:?} drawn {n} times in 200");
+        }
+        assert_eq!(random.of(TEXT), LeakField::parse("random", 3).unwrap().of(TEXT));
+        let fixed = LeakField::parse("tool-arguments", 3).unwrap();
+        assert!(texts.iter().all(|t| fixed.of(t) == Field::ToolArguments));
+        let err = LeakField::parse("thoughts", 0).unwrap_err();
+        assert!(err.contains("reasoning") && err.contains("fix:"), "{err}");
     }
 }
