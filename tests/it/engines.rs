@@ -153,7 +153,9 @@ fn llama_server_with_a_real_model() {
     // and then (the wording and the filler are drawn per run) it does recall every
     // fact in the short prompt and the one at the start of the long one: then the
     // boundary passes, as it should. Asked to generate past the end of the slot, the server stops there
-    // (no context shift by default): no finding.
+    // (no context shift by default): no finding. Now and then the model ends its answer
+    // on its own before the end of the slot (16 of 123 tokens of room, once): the case
+    // then says generation past the context went untested, which is true.
     let (v, why, case) = verdict("context.boundary");
     assert_ne!(v, Verdict::Fail, "{why}");
     assert!(case.outcome.findings.is_empty(), "{:?}", case.outcome.findings);
@@ -162,7 +164,9 @@ fn llama_server_with_a_real_model() {
         "a pass says how far the fact was recalled: {why}"
     );
     assert!(
-        why.contains("stopped at the context") || why.contains("past its room: refused"),
+        why.contains("stopped at the context")
+            || why.contains("past its room: refused")
+            || (why.contains("the model stopped after") && why.contains("generation past the context is untested")),
         "{why}"
     );
     assert!(
