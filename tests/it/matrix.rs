@@ -490,7 +490,7 @@ const ROWS: &[Row] = &[
         ],
         inconclusive: &[],
         fail: &[],
-        why: "the same noise over an honest cache: more pairs, and a speed-up of half the control's is ruled out",
+        why: "the same noise over an honest cache: more pairs, and a speed-up of half the control's is ruled out, or, where a busy machine adds its own noise, not ruled out (inconclusive, never a failure)",
     },
     Row {
         name: "shared response cache",
@@ -567,6 +567,15 @@ const ONLY: &[(&str, &str)] = &[
         "cache.cross-tenant-timing",
     ),
 ];
+
+/// Cells of a healthy vendor whose verdict is a pass or, where the noise hides what the
+/// timing would show, inconclusive: never a failure. Under heavy latency jitter the
+/// timing case decides "not shared" only when its samples rule sharing out, and on a
+/// busy machine they do not always (2 of 5 clean-checkout CI runs, 2026-12-06).
+const UNDECIDED_OR_PASS: &[(&str, &str)] = &[(
+    "per-tenant cache, no counter, heavy latency jitter",
+    "cache.cross-tenant-timing",
+)];
 
 /// The cases a row runs: the filter of [`ONLY`], or the whole suite.
 fn only(row: &Row) -> Option<&'static str> {
@@ -734,6 +743,16 @@ fn check(slug_of_row: &str) -> Result<(), String> {
                 ));
             }
             line.push_str(" FAIL or INCONCLUSIVE |");
+            continue;
+        }
+        if UNDECIDED_OR_PASS.contains(&(row.name, case.as_str())) {
+            if !matches!(verdict, Verdict::Pass | Verdict::Inconclusive) {
+                mismatches.push(format!(
+                    "{}: {case} is {verdict:?}, expected Pass or Inconclusive",
+                    row.name
+                ));
+            }
+            line.push_str(" PASS or INCONCLUSIVE |");
             continue;
         }
         let want = if row.fail.contains(&case.as_str()) {
