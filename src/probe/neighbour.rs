@@ -6,8 +6,10 @@
 //! sends long prompts (`load_fraction` of the context, valid ones) at its allowed
 //! concurrency (the profile's `max_concurrency` less the one request b needs, at most
 //! `max_load_concurrency`) and b one short request with them: a burst, so that b's
-//! request meets all of a's at the server at once (llama.cpp's unified pool fails two
-//! requests that arrive together, not one that waits). The case fails when one of b's requests gets a server error
+//! request meets all of a's at the server at once. The rounds alternate which leaves
+//! first (`Order`): b in flight when a's burst lands (an engine that fails every request
+//! in flight when its pool overflows, as llama.cpp's unified pool does), and b just
+//! behind the burst (a scheduler that stalls b behind a's prefills). The case fails when one of b's requests gets a server error
 //! (5xx), or a rate limit (429) when a and b are different organisations, while it did
 //! not alone; or when b's 95th-percentile time to first token under a's load exceeds
 //! `max_slowdown` times its baseline (the baseline taken as at least
@@ -184,14 +186,18 @@ pub async fn neighbour(p: &NeighbourParams, ctx: Context<'_>) -> Result<Outcome,
             })
             .collect();
         let quiet_request = short_request(&mut sizer.coverage, ctx, p, quiet, round as usize);
-        let loads = futures_util::future::join_all(
-            requests
-                .iter()
-                .map(|r| ctx.session.chat_load(ctx.case_id, loud, r)),
-        );
+        let (loud_delay, quiet_delay) = Order::of_round(round).delays();
+        let loads = async {
+            tokio::time::sleep(loud_delay).await;
+            futures_util::future::join_all(
+                requests
+                    .iter()
+                    .map(|r| ctx.session.chat_load(ctx.case_id, loud, r)),
+            )
+            .await
+        };
         let (loads, sent) = tokio::join!(loads, async {
-            // b's request leaves just after a's, so that it arrives with them.
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::time::sleep(quiet_delay).await;
             ctx.session.chat_load(ctx.case_id, quiet, &quiet_request).await
         });
         let sent = sent?;
@@ -275,6 +281,37 @@ pub async fn neighbour(p: &NeighbourParams, ctx: Context<'_>) -> Result<Outcome,
         ))
     };
     Ok(conclude(findings, reached, sizer.coverage))
+}
+
+/// Which of a round's requests leaves first. A burst can harm b in two ways, and each
+/// needs its own order: an engine that fails every request in flight when its pool
+/// overflows (llama.cpp's `--kv-unified`) harms b only if b is already running when a's
+/// burst lands, and a fast client can have a's whole burst fail and leave before a b
+/// that follows it arrives; a scheduler that queues b behind a's prefills stalls b only
+/// if b comes after them. So the rounds alternate, starting with b in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    /// b's request first, a's burst while it runs.
+    QuietFirst,
+    /// a's burst first, b's request just behind it.
+    LoudFirst,
+}
+
+impl Order {
+    fn of_round(round: u32) -> Order {
+        if round % 2 == 0 { Order::QuietFirst } else { Order::LoudFirst }
+    }
+
+    /// How long a's burst and b's request each wait before they leave. The gap is
+    /// short beside the shortest answer (b's 16 tokens) and long beside a loopback
+    /// round trip, so that the one that leaves first is at the server first.
+    fn delays(self) -> (std::time::Duration, std::time::Duration) {
+        let gap = std::time::Duration::from_millis(5);
+        match self {
+            Order::QuietFirst => (gap, std::time::Duration::ZERO),
+            Order::LoudFirst => (std::time::Duration::ZERO, gap),
+        }
+    }
 }
 
 /// One of tenant b's short requests, counted in `coverage`.
