@@ -720,6 +720,23 @@ impl Session {
         scanner.scan(text, recipient)
     }
 
+    /// The canaries issued in case `case`, every tenant's, in the order issued.
+    pub fn issued_in(&self, case: &str) -> Vec<Canary> {
+        let ledger = self.ledger();
+        ledger
+            .canaries
+            .issued
+            .iter()
+            .filter(|c| {
+                c.id.get(c.owner.len() + 1..)
+                    .and_then(|rest| rest.rsplit_once('/'))
+                    .map(|(k, _)| k)
+                    == Some(case)
+            })
+            .cloned()
+            .collect()
+    }
+
     /// How many canaries each (owner, case) was issued: indices 0 to count - 1.
     pub fn issued(&self) -> Vec<crate::report::IssuedCanaries> {
         let mut ledger = self.ledger();

@@ -324,8 +324,8 @@ struct Run<'a> {
     form: Form,
     /// The trials that chose it.
     trials: Vec<FormTrial>,
-    /// Answers holding foreign content: transcript line, tenant, the items.
-    foreign: Vec<(u64, String, Vec<String>)>,
+    /// Answers holding foreign content: transcript line, tenant, the items, the answer.
+    foreign: Vec<(u64, String, Vec<String>, String)>,
     /// Pairs spent at the top rung after the ladder.
     extra_spent: u32,
     /// Every answered request, in order: transcript line, tenant, and the node that
@@ -661,7 +661,7 @@ impl Run<'_> {
         if items.is_empty() {
             return false;
         }
-        self.foreign.push((sent.seq, tenant.to_owned(), items));
+        self.foreign.push((sent.seq, tenant.to_owned(), items, content.clone()));
         true
     }
 
@@ -919,25 +919,27 @@ impl Run<'_> {
             100.0 * c.max_prompt_tokens as f64 / context as f64
         );
         if let Some(rise) = power.foreign_rise() {
-            let findings: Vec<Finding> = self
-                .foreign
+            let canaries = self.session.issued_in(self.case);
+            let findings = foreign_findings(self.session, &canaries, &self.foreign, &power);
+            let owners: BTreeSet<&str> = findings
                 .iter()
-                .filter(|(seq, _, _)| power.bands.iter().skip(1).any(|b| b.foreign.contains(seq)))
-                .take(MAX_FINDINGS)
-                .map(|(seq, tenant, items)| Finding {
-                    code: FindingCode::ForeignContent,
-                    message: format!(
-                        "the answer to a long prompt of tenant {tenant} (transcript #{seq}) holds record-shaped content no prompt of the run held: {}",
-                        items.join(", ")
-                    ),
-                    leak: None,
-                })
+                .filter_map(|f| f.leak.as_ref())
+                .map(|l| l.owner.as_str())
                 .collect();
+            let whose = match owners.len() {
+                0 => "suspected data of customers outside the run".to_owned(),
+                _ => format!(
+                    "records of the run's own tenants with their numbers and addresses changed, named by their holders' names ({} of the {} answers itemised: tenant {}'s), the rest suspected data of customers outside the run",
+                    findings.iter().filter(|f| f.leak.is_some()).count(),
+                    findings.len(),
+                    owners.into_iter().collect::<Vec<_>>().join("'s and tenant ")
+                ),
+            };
             let mut findings = findings;
             let leaks = self.leaks.len();
             findings.extend(self.leaks.into_iter().take(MAX_FINDINGS).map(leak_finding));
             let summary = format!(
-                "suspected data of customers outside the run: answers to long prompts held e-mail addresses or long numbers that no prompt of the run held in {} of {}, against {} of {} at short lengths (one-sided Fisher p = {:.1e}); {leaks} canaries of the run's own tenants leaked besides; {exercised}",
+                "{whose}: answers to long prompts held e-mail addresses or long numbers that no prompt of the run held in {} of {}, against {} of {} at short lengths (one-sided Fisher p = {:.1e}); {leaks} canaries of the run's own tenants leaked besides; {exercised}",
                 rise.long.0, rise.long.1, rise.short.0, rise.short.1, rise.p
             );
             return finish(Verdict::Fail, summary, c, findings, power, nodes);
@@ -1197,6 +1199,63 @@ fn finish(
 }
 
 /// The finding of one leak of another tenant's content.
+/// The findings of a significant rise in foreign content, by the rule `verify`
+/// re-applies ([`crate::judge::foreign_findings`]): the answers at the long rungs, each
+/// named as a tenant's record where the holder's name stood by it.
+fn foreign_findings(
+    session: &Session,
+    canaries: &[crate::canary::Canary],
+    foreign: &[(u64, String, Vec<String>, String)],
+    power: &crate::outcome::Power,
+) -> Vec<Finding> {
+    let long = |seq: &u64| power.bands.iter().skip(1).any(|b| b.foreign.contains(seq));
+    let answers = foreign
+        .iter()
+        .filter(|(seq, ..)| long(seq))
+        .map(|(seq, tenant, items, content)| (*seq, tenant.as_str(), content.as_str(), items.clone()));
+    crate::judge::foreign_findings(canaries, answers)
+        .into_iter()
+        .map(|f| {
+            let listed = f.items.join(", ");
+            let (seq, tenant) = (f.seq, f.recipient);
+            match f.named {
+                None => Finding {
+                    code: FindingCode::ForeignContent,
+                    message: format!(
+                        "the answer to a long prompt of tenant {tenant} (transcript #{seq}) holds record-shaped content no prompt of the run held: {listed}"
+                    ),
+                    leak: None,
+                },
+                Some(named) => {
+                    // Of the owner's canaries of that name, one a request carried
+                    // before this answer, if any.
+                    let seeded = |c: &&&crate::canary::Canary| session.seeded_in(&c.id).is_some_and(|s| s < seq);
+                    let c = named.candidates.iter().find(seeded).copied().unwrap_or(named.canary);
+                    let leak = LeakEvidence {
+                        canary_id: c.id.clone(),
+                        owner: c.owner.clone(),
+                        recipient: tenant.to_owned(),
+                        fragment: crate::canary::Fragment::Name,
+                        matched: named.item.clone(),
+                        excerpt: named.excerpt.clone(),
+                        seeded_in: session.seeded_in(&c.id),
+                        returned_in: seq,
+                        words: None,
+                    };
+                    Finding {
+                        code: FindingCode::ForeignContent,
+                        message: format!(
+                            "the answer to a long prompt of tenant {tenant} (transcript #{seq}) holds record-shaped content no prompt of the run held ({listed}), beside the name {} of tenant {}'s canary {}: tenant {}'s record, its numbers and address not as sent ({:?})",
+                            c.name, c.owner, c.id, c.owner, named.excerpt
+                        ),
+                        leak: Some(leak),
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
 fn leak_finding(l: LeakEvidence) -> Finding {
     Finding {
         code: FindingCode::CrossTenantCanary,

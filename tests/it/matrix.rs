@@ -385,6 +385,21 @@ const ROWS: &[Row] = &[
         why: "prose of the residue, no record, cut to 6 to 60 words: named as the other tenant's text",
     },
     Row {
+        name: "stale-pages, leaks renumbered",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--leak-transform",
+            "renumber",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "every digit of the residue drawn anew and every address turned around, so that no record matches what was sent: the prose around the records is named as the other tenant's text, and the records, content no prompt held, as the other tenant's by their holders' names",
+    },
+    Row {
         name: "stale-pages, leaks in random forms",
         named: &["isolation.canary-residue"],
         flags: &[
@@ -853,6 +868,7 @@ rows! {
     stale_pages_leaks_spelled_out
     stale_pages_leaks_with_words_dropped_and_repeated
     stale_pages_fragmenting_model_leaks_cut
+    stale_pages_leaks_renumbered
     stale_pages_leaks_in_random_forms
     stale_pages_leaks_in_the_reasoning_field
     stale_pages_leaks_in_tool_call_arguments

@@ -313,3 +313,187 @@ fn a_spelled_out_leak_is_named_as_the_other_tenants_and_verify_holds_the_report_
     // Refused at that line (for this finding, or for a canary the same answer held).
     assert!(err.contains(&format!("#{at}")), "{err}");
 }
+
+/// Runs `isolation.canary-residue` alone against the reference vendor with `flags`,
+/// into a folder of its own, and requires it to fail; the folder (kept while the value
+/// lives), the run folder and the case's verified report.
+fn isolation_against(
+    tag: &str,
+    flags: &[&str],
+) -> (
+    crate::common::TempDir,
+    std::path::PathBuf,
+    tenantcheck::report::CaseReport,
+) {
+    use crate::common::{Sim, TempDir, run_exact, verified};
+    let tmp = TempDir::new(tag);
+    let (key_a, key_b) = (format!("key-a-{tag}"), format!("key-b-{tag}"));
+    let sim = Sim::start(&key_a, &key_b, flags);
+    let profile = sim.profile(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let (code, stdout, stderr) = run_exact(&profile, &run_dir, ISOLATION, &key_a, &key_b);
+    assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report = verified(&run_dir);
+    let case = report.cases.into_iter().find(|c| c.id == ISOLATION).unwrap();
+    assert_eq!(
+        case.outcome.verdict,
+        tenantcheck::outcome::Verdict::Fail,
+        "{}",
+        case.outcome.summary
+    );
+    (tmp, run_dir, case)
+}
+
+/// The case these runs fail.
+const ISOLATION: &str = "isolation.canary-residue";
+
+/// Where a leak's matched text stands in the answer recorded at `line`: the output
+/// field ([`tenantcheck::provenance::outputs`]) whose canonical words hold it, by the
+/// kind of field (`content`, `reasoning`, `tool-arguments`, `logprobs`), and whether the
+/// answer was streamed.
+fn placed(line: &serde_json::Value, matched: &str) -> (String, bool) {
+    let exchange: Exchange = serde_json::from_value(line["exchange"].clone()).unwrap();
+    let needle = canonical(matched).join(" ");
+    let field = tenantcheck::provenance::outputs(&exchange)
+        .into_iter()
+        .find(|(_, text)| canonical(text).join(" ").contains(&needle))
+        .map(|(name, _)| name)
+        .unwrap_or_else(|| panic!("{matched:?} stands in no output field of #{}", line["seq"]));
+    let kind = if field.contains("reasoning") {
+        "reasoning"
+    } else if field.contains("arguments") {
+        "tool-arguments"
+    } else if field.contains("logprobs") {
+        "logprobs"
+    } else {
+        "content"
+    };
+    (kind.to_owned(), !exchange.frames.is_empty())
+}
+
+/// The reference vendor puts each leak in an output field drawn per answer
+/// (`--leak-field random`: the content, a reasoning field, a tool call's arguments or
+/// the logprob tokens alone), in plain answers and in streams, where each field comes
+/// as its own kind of delta. Isolation streams every other rung, so the leaks it finds
+/// must stand in streamed and plain answers alike, and in more than one kind of field;
+/// the report that drops them does not verify.
+#[test]
+fn leaks_in_a_field_drawn_per_answer_are_found_in_plain_and_streamed_answers() {
+    use crate::common::resigned;
+    use std::collections::BTreeSet;
+    use tenantcheck::outcome::Verdict;
+    let flags = ["--fault", "stale-pages", "--leak-field", "random", "--leak-seed", "11"];
+    let (_tmp, run_dir, isolation) = isolation_against("field", &flags);
+    let case = ISOLATION;
+    let lines = crate::common::transcript_exchanges(&run_dir);
+    let mut seen = BTreeSet::new();
+    for leak in isolation.outcome.findings.iter().filter_map(|f| f.leak.as_ref()) {
+        assert_ne!(leak.owner, leak.recipient, "{leak:?}");
+        seen.insert(placed(&lines[&leak.returned_in], &leak.matched));
+    }
+    eprintln!("leaks found, by field and whether streamed: {seen:?}");
+    let fields: BTreeSet<&str> = seen.iter().map(|(f, _)| f.as_str()).collect();
+    assert!(
+        fields.len() >= 2,
+        "every leak found stood in one kind of field: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(_, s)| *s),
+        "no leak found in a streamed answer: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(_, s)| !*s),
+        "no leak found in a plain answer: {seen:?}"
+    );
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r.cases.iter_mut().find(|c| c.id == case).unwrap().outcome;
+        o.findings.clear();
+        o.verdict = Verdict::Pass;
+        r.tally();
+    })
+    .unwrap_err();
+    assert!(err.contains("isolation.canary-residue"), "{err}");
+}
+
+/// Records whose every digit came back changed and whose addresses were turned around
+/// (`--leak-transform renumber`) match nothing that was sent; isolation fails on the
+/// rise in content no prompt held, and names each answer's foreign records as the
+/// other tenant's by the holder's name that survived. `verify` re-derives whose they
+/// are: a report that drops the name, or names another canary, does not verify.
+#[test]
+fn renumbered_records_are_named_as_the_other_tenants_by_their_holders_names() {
+    use crate::common::resigned;
+    use tenantcheck::canary::Fragment;
+    use tenantcheck::outcome::FindingCode;
+    let flags = [
+        "--fault",
+        "stale-pages",
+        "--leak-transform",
+        "renumber",
+        "--leak-seed",
+        "5",
+    ];
+    let (_tmp, run_dir, isolation) = isolation_against("renumber", &flags);
+    let case = ISOLATION;
+    let foreign: Vec<_> = isolation
+        .outcome
+        .findings
+        .iter()
+        .filter(|f| f.code == FindingCode::ForeignContent)
+        .collect();
+    let named: Vec<_> = foreign.iter().filter_map(|f| f.leak.as_ref()).collect();
+    assert!(!named.is_empty(), "{}", isolation.outcome.summary);
+    let lines = crate::common::transcript_exchanges(&run_dir);
+    for leak in &named {
+        assert_eq!(leak.fragment, Fragment::Name);
+        assert_ne!(leak.owner, leak.recipient, "{leak:?}");
+        assert!(
+            leak.canary_id.starts_with(&format!("{}/{case}/", leak.owner)),
+            "{leak:?}"
+        );
+        // The item came back in that answer, and the record it is no prompt held.
+        let content = lines[&leak.returned_in]["exchange"]["content"].as_str().unwrap();
+        assert!(content.contains(&leak.excerpt), "{leak:?}");
+        assert!(leak.seeded_in.is_some_and(|s| s < leak.returned_in), "{leak:?}");
+    }
+    assert!(
+        isolation.outcome.summary.contains("named by their holders' names"),
+        "{}",
+        isolation.outcome.summary
+    );
+
+    let at = named[0].returned_in;
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r.cases.iter_mut().find(|c| c.id == case).unwrap().outcome;
+        for f in o.findings.iter_mut().filter(|f| f.code == FindingCode::ForeignContent) {
+            f.leak = None;
+        }
+    })
+    .unwrap_err();
+    assert!(
+        err.contains("holders' names") && err.contains(&format!("({at}, \"")),
+        "{err}"
+    );
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r.cases.iter_mut().find(|c| c.id == case).unwrap().outcome;
+        let f = o
+            .findings
+            .iter_mut()
+            .find(|f| f.leak.as_ref().is_some_and(|l| l.returned_in == at))
+            .unwrap();
+        f.leak.as_mut().unwrap().canary_id = format!("{}/{case}/9999", f.leak.as_ref().unwrap().owner);
+    })
+    .unwrap_err();
+    assert!(err.contains("holders' names"), "{err}");
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r.cases.iter_mut().find(|c| c.id == case).unwrap().outcome;
+        let first = o
+            .findings
+            .iter()
+            .position(|f| f.code == FindingCode::ForeignContent)
+            .unwrap();
+        o.findings.remove(first);
+    })
+    .unwrap_err();
+    assert!(err.contains("foreign content to itemise"), "{err}");
+}

@@ -307,6 +307,13 @@ fn stale_pages_fault_fails_the_isolation_case_with_the_other_tenants_canary() {
                     .ends_with(canary.email.split_once('@').unwrap().1)
             ),
             Fragment::Prose | Fragment::Passage | Fragment::Text => unreachable!("handled above"),
+            // A foreign item named by its holder: the canary's name stands in the excerpt.
+            Fragment::Name => {
+                let excerpt = leak.excerpt.to_lowercase();
+                for part in canary.name.to_lowercase().split(' ') {
+                    assert!(excerpt.contains(part), "{} in {:?}", canary.name, leak.excerpt);
+                }
+            }
             Fragment::AccountNear => {
                 let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<Vec<_>>();
                 let off = digits(&canary.account)

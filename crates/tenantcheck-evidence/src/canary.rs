@@ -336,6 +336,11 @@ pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Accoun
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
+    /// The holder's name beside a number or an address that no prompt of the run held:
+    /// the owner's record, its numbers and address changed (never a leak alone:
+    /// `isolation.canary-residue` names by it whose data the foreign content of a
+    /// significant rise is; [`crate::judge::named`]).
+    Name,
     /// A stretch of words of another tenant's request, however cut, cased or spelled,
     /// holding words only that tenant sent ([`crate::provenance`]; no canary: the hit's
     /// id is `owner/text/seq`, the line of the request that sent them).

@@ -835,6 +835,7 @@ impl LeakEvidence {
                     self.matched
                 );
             }
+            Fragment::Name => "its holder's name beside a number or address no prompt held",
             Fragment::AccountNear => "its account number, a digit or two off",
             Fragment::Account => "its account number",
             Fragment::EmailNear => "its e-mail address, letters swapped or changed",

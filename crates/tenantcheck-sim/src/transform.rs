@@ -31,6 +31,11 @@ pub enum Family {
     Interleave,
     /// Spaces turned into runs of spaces, tabs and line breaks.
     Whitespace,
+    /// Every digit drawn anew and every e-mail address's local part turned around
+    /// (`maria.keller48@posteo.de` as `keller.maria93@posteo.de`): a record whose
+    /// numbers and address match nothing that was sent, only its names left. Applied
+    /// first, to the text as it was sent.
+    Renumber,
 }
 
 impl Family {
@@ -45,6 +50,7 @@ impl Family {
         Family::Case,
         Family::Interleave,
         Family::Whitespace,
+        Family::Renumber,
     ];
 
     fn bit(self) -> u16 {
@@ -200,8 +206,12 @@ fn fnv(text: &str) -> u64 {
 /// `text` with each of `families` applied, in [`Family::ALL`]'s order.
 pub fn transform(text: &str, families: &[Family], rng: &mut Rng) -> String {
     let mut text = text.to_owned();
+    if families.contains(&Family::Renumber) {
+        text = renumber(&text, rng);
+    }
     for family in Family::ALL.iter().filter(|f| families.contains(f)) {
         text = match family {
+            Family::Renumber => continue,
             Family::Cut => cut(&text, rng),
             Family::Separators => separators(&text, rng),
             Family::DigitWords => digit_words(&text),
@@ -294,6 +304,29 @@ fn cut(text: &str, rng: &mut Rng) -> String {
     }
     let keep = last + rng.below((end - last + 1) as u64) as usize;
     chars[start..keep.max(start)].iter().collect()
+}
+
+fn renumber(text: &str, rng: &mut Rng) -> String {
+    let turned: Vec<String> = text
+        .split(' ')
+        .map(|word| match word.split_once('@') {
+            Some((local, domain)) => {
+                let mut parts: Vec<&str> = local.split(['.', '_']).collect();
+                parts.reverse();
+                format!("{}@{domain}", parts.join("."))
+            }
+            None => word.to_owned(),
+        })
+        .collect();
+    turned
+        .join(" ")
+        .chars()
+        .map(|c| match c.to_digit(10) {
+            // Another digit, never the same one.
+            Some(d) => char::from_digit((d + 1 + rng.below(9) as u32) % 10, 10).expect("a digit"),
+            None => c,
+        })
+        .collect()
 }
 
 fn separators(text: &str, rng: &mut Rng) -> String {
@@ -418,6 +451,26 @@ mod tests {
         assert!(TEXT.contains(&cut) && cut.split_whitespace().count() <= 61, "{cut}");
         assert!(one(Family::Interleave).split_whitespace().count() > TEXT.split_whitespace().count());
         assert_eq!(LeakTransform::of(&[], 7).apply(TEXT).0, TEXT);
+        let renumbered = one(Family::Renumber);
+        assert!(renumbered.contains("Maria Keller, email keller"), "{renumbered}");
+        assert!(renumbered.contains("@posteo.de, account"), "{renumbered}");
+        // Past the address (its parts swapped places), every digit changed and nothing
+        // else.
+        let after = |t: &str| t[t.find("account").unwrap()..].chars().collect::<Vec<char>>();
+        let (sent, changed) = (after(TEXT), after(&renumbered));
+        assert_eq!(sent.len(), changed.len());
+        let digits = sent.iter().zip(&changed).filter(|(s, _)| s.is_ascii_digit());
+        assert!(
+            digits.clone().all(|(s, c)| c.is_ascii_digit() && s != c),
+            "{renumbered}"
+        );
+        assert_eq!(digits.count(), 12);
+        assert!(sent.iter().zip(&changed).all(|(s, c)| s.is_ascii_digit() || s == c));
+        // Applied before the spelling families, to the digits as sent.
+        let spelled = LeakTransform::of(&[Family::Renumber, Family::DigitWords], 7)
+            .apply(TEXT)
+            .0;
+        assert!(!spelled.chars().any(|c| c.is_ascii_digit()), "{spelled}");
     }
 
     #[test]

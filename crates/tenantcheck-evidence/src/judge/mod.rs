@@ -74,6 +74,151 @@ pub fn foreign(prompt: &str, answer: &str, is_canary: impl Fn(&str) -> bool) -> 
         .collect()
 }
 
+/// Characters before a foreign item within which a record's name is read as its own:
+/// a record names its holder a few words before its address and its number.
+pub const NAME_REACH: usize = 80;
+
+/// A foreign item named by what survived of the record it came from: the canary whose
+/// name stands with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Named<'c> {
+    /// The canary whose name it is: of the owner's canaries that bear the name (a run
+    /// issues many, and names repeat), the first by id.
+    pub canary: &'c crate::canary::Canary,
+    /// Every canary of the owner's that bears the name, by id: which of them the
+    /// record was, the transcript alone may not tell (the one a request carried before
+    /// the answer is the likeliest).
+    pub candidates: Vec<&'c crate::canary::Canary>,
+    /// The foreign item.
+    pub item: String,
+    /// The answer from the name's first letter to the item's end.
+    pub excerpt: String,
+}
+
+/// Whose record the first of `items` (foreign items of `answer`, as [`foreign`] gives
+/// them) that names one is, and which canary's: a record whose numbers and address came back changed keeps
+/// its holder's name, in the address's local part (`ferreira.elena`) or just before the
+/// item. An item is named by the canary of `canaries` (the case's, every tenant's)
+/// whose given and family names both stand, as whole words, within the item or the
+/// [`NAME_REACH`] characters before it, when that canary is another tenant's than
+/// `recipient`'s, no canary of `recipient`'s bears the same name (its own record,
+/// garbled), and the canaries of that name are all one tenant's. A name alone is never
+/// a leak (two tenants' records may share one, a model may write one):
+/// `isolation.canary-residue` uses this only to say whose data the foreign content of
+/// a significant rise is, and `verify` re-derives it.
+pub fn named<'c>(
+    canaries: &'c [crate::canary::Canary],
+    recipient: &str,
+    answer: &str,
+    items: &[String],
+) -> Option<Named<'c>> {
+    let words = |text: &str| -> Vec<(usize, String)> {
+        let mut out = Vec::new();
+        let mut start = None;
+        for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+            match (c.is_alphabetic(), start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    out.push((s, text[s..i].to_lowercase()));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        out
+    };
+    let name_of = |c: &crate::canary::Canary| -> Option<(String, String)> {
+        let (given, family) = c.name.split_once(' ')?;
+        Some((given.to_lowercase(), family.to_lowercase()))
+    };
+    let own: std::collections::HashSet<(String, String)> = canaries
+        .iter()
+        .filter(|c| c.owner == recipient)
+        .filter_map(name_of)
+        .collect();
+    let mut at = 0;
+    for item in items {
+        let Some(found) = answer[at..].find(item.as_str()) else {
+            continue;
+        };
+        let (start, end) = (at + found, at + found + item.len());
+        at = end;
+        let mut from = start.saturating_sub(NAME_REACH);
+        while !answer.is_char_boundary(from) {
+            from += 1;
+        }
+        let near = words(&answer[from..end]);
+        let stands = |w: &str| near.iter().find(|(_, n)| n == w).map(|(p, _)| from + p);
+        let matching: Vec<(&crate::canary::Canary, usize)> = canaries
+            .iter()
+            .filter(|c| c.owner != recipient)
+            .filter_map(|c| {
+                let name = name_of(c)?;
+                if own.contains(&name) {
+                    return None;
+                }
+                let first = stands(&name.0)?.min(stands(&name.1)?);
+                Some((c, first))
+            })
+            .collect();
+        // Of one owner's canaries that share the name, the first by id: the same
+        // whatever order the canaries come in.
+        let Some(&(canary, first)) = matching.iter().min_by(|x, y| x.0.id.cmp(&y.0.id)) else {
+            continue;
+        };
+        if matching.iter().any(|(c, _)| c.owner != canary.owner) {
+            continue;
+        }
+        let mut candidates: Vec<&crate::canary::Canary> = matching.iter().map(|(c, _)| *c).collect();
+        candidates.sort_by(|x, y| x.id.cmp(&y.id));
+        return Some(Named {
+            canary,
+            candidates,
+            item: item.clone(),
+            excerpt: answer[first..end].to_owned(),
+        });
+    }
+    None
+}
+
+/// The most findings of foreign content a case itemises ([`foreign_findings`]).
+pub const FOREIGN_FINDINGS: usize = 25;
+
+/// One finding of foreign content ([`foreign_findings`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignFinding<'a, 'c> {
+    /// The answer's transcript line.
+    pub seq: u64,
+    /// Whose answer it was.
+    pub recipient: &'a str,
+    /// Its foreign items.
+    pub items: Vec<String>,
+    /// The record of the run's they are, where a holder's name stood by one.
+    pub named: Option<Named<'c>>,
+}
+
+/// The findings a significant rise in foreign content makes, in the run and in
+/// `verify` alike: of `answers` (transcript line, recipient, answer, its foreign items:
+/// those at the long rungs), the first [`FOREIGN_FINDINGS`] by line, each [`named`] by
+/// `canaries` (the case's) where it can be.
+pub fn foreign_findings<'a, 'c>(
+    canaries: &'c [crate::canary::Canary],
+    answers: impl IntoIterator<Item = (u64, &'a str, &'a str, Vec<String>)>,
+) -> Vec<ForeignFinding<'a, 'c>> {
+    let mut answers: Vec<_> = answers.into_iter().collect();
+    answers.sort_by_key(|(seq, ..)| *seq);
+    answers
+        .into_iter()
+        .take(FOREIGN_FINDINGS)
+        .map(|(seq, recipient, answer, items)| ForeignFinding {
+            seq,
+            recipient,
+            named: named(canaries, recipient, answer, &items),
+            items,
+        })
+        .collect()
+}
+
 /// Signs that an answer is degenerate, in words: a stretch repeated three or more
 /// times back to back (a decode loop), a model's special tokens in the text (what a
 /// decode over pages written for another template or another request shows), and,
@@ -208,5 +353,64 @@ mod tests {
         );
         let items = foreign(&prompt, &answer, |item| !scanner.scan(item, "\u{0}").is_empty());
         assert_eq!(items, ["edda.falk40211@postbox.example", "9981 0021 3345"]);
+    }
+
+    /// A canary of `owner` named `name`.
+    fn holder(owner: &str, index: u32, name: &str) -> crate::canary::Canary {
+        crate::canary::Canary {
+            name: name.into(),
+            ..crate::canary::RunSecret::generate().canary(owner, "isolation.canary-residue", index)
+        }
+    }
+
+    #[test]
+    fn a_foreign_record_is_named_by_the_holder_it_kept() {
+        let canaries = [
+            holder("a", 0, "Jonas Brandt"),
+            holder("b", 0, "Elena Ferreira"),
+            holder("b", 1, "Maria Keller"),
+            holder("a", 1, "Samir Chen"),
+            holder("b", 2, "Samir Chen"),
+            holder("b", 3, "Ana Lima"),
+            holder("c", 0, "Ana Lima"),
+            holder("b", 4, "Maria Keller"),
+        ];
+        let item = |s: &str| vec![s.to_owned()];
+        // The address turned around keeps both names; a number has them just before it.
+        let answer = "Sure. Client file: Elena Ferreira, email ferreira09551.elena@zoho.com, account 4779 4688 6768.";
+        for found in ["ferreira09551.elena@zoho.com", "4779 4688 6768"] {
+            let named = named(&canaries, "a", answer, &item(found)).expect(found);
+            assert_eq!(named.canary.id, canaries[1].id);
+            assert!(
+                named.excerpt.starts_with("Elena Ferreira") && named.excerpt.ends_with(found),
+                "{named:?}"
+            );
+        }
+        // Read from the first item that names anyone.
+        let two = "1234 5678 9012 and later Maria Keller, keller.maria7@posteo.de";
+        let named_two = named(
+            &canaries,
+            "a",
+            two,
+            &["1234 5678 9012".into(), "keller.maria7@posteo.de".into()],
+        );
+        let named_two = named_two.expect("Maria Keller's");
+        // Two of b's canaries bear the name: the first by id, and both as candidates.
+        assert_eq!(named_two.canary.id, canaries[2].id);
+        assert_eq!(named_two.candidates, [&canaries[2], &canaries[7]]);
+        // Never: a name alone or one name of two; a name far before the item; the
+        // recipient's own name (a's Samir Chen, which b's record shares); a name two
+        // other tenants bear; the recipient's own record.
+        let far = format!("Elena Ferreira{} 4779 4688 6768", " and so on".repeat(9));
+        for (text, found) in [
+            ("Elena wrote from santos09551.x@zoho.com", "santos09551.x@zoho.com"),
+            (far.as_str(), "4779 4688 6768"),
+            ("Samir Chen, chen56907.samir@mailbox.org", "chen56907.samir@mailbox.org"),
+            ("Ana Lima, lima.ana1@web.de", "lima.ana1@web.de"),
+        ] {
+            assert_eq!(named(&canaries, "a", text, &item(found)), None, "{text}");
+        }
+        assert_eq!(named(&canaries, "b", answer, &item("4779 4688 6768")), None);
+        assert_eq!(named(&canaries, "a", answer, &[]), None);
     }
 }

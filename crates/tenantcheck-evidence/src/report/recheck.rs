@@ -915,7 +915,11 @@ fn recheck_power(
                 "it names foreign content, but the transcript shows no significant rise".into(),
             ));
         }
-        _ => {}
+        Some(_) => {
+            let canaries: Vec<crate::canary::Canary> = owned.into_values().flatten().collect();
+            same_named(case, outcome, &canaries, power, answers, scanner)?;
+        }
+        None => {}
     }
     if outcome.verdict == Verdict::Pass && !again.suffices() {
         return Err(bad(
@@ -923,6 +927,73 @@ fn recheck_power(
             format!(
                 "it passed with power {} below the {} it needs",
                 again.power, again.min_power
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a case failed on a rise in foreign content says, of the answers it
+/// itemises, the ones the transcript shows to be a tenant's records by the holder's
+/// name, and whose ([`crate::judge::foreign_findings`], the rule the probe applied).
+fn same_named(
+    case: &str,
+    outcome: &crate::outcome::Outcome,
+    canaries: &[crate::canary::Canary],
+    power: &crate::outcome::Power,
+    answers: &BTreeMap<u64, Answer>,
+    scanner: &Scanner,
+) -> Result<(), VerifyError> {
+    let long: BTreeSet<u64> = power
+        .bands
+        .iter()
+        .skip(1)
+        .flat_map(|b| b.foreign.iter().copied())
+        .collect();
+    let found = long.iter().filter_map(|seq| {
+        let a = answers.get(seq)?;
+        let items = crate::judge::foreign(&a.carried, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty());
+        Some((*seq, a.tenant.as_str(), a.content.as_str(), items))
+    });
+    let again = crate::judge::foreign_findings(canaries, found);
+    let listed: Vec<&crate::outcome::Finding> = outcome
+        .findings
+        .iter()
+        .filter(|f| f.code == FindingCode::ForeignContent)
+        .collect();
+    if listed.len() != again.len() {
+        return Err(bad(
+            case,
+            format!(
+                "the transcript shows {} answers of foreign content to itemise, the report {}",
+                again.len(),
+                listed.len()
+            ),
+        ));
+    }
+    // Whose record each itemised answer is; the canary the report names must bear the
+    // name (of several of the owner's that do, the transcript does not say which).
+    let named_again: BTreeMap<u64, &crate::judge::Named> =
+        again.iter().filter_map(|f| Some((f.seq, f.named.as_ref()?))).collect();
+    let named_said: BTreeMap<u64, &LeakEvidence> = listed
+        .iter()
+        .filter_map(|f| f.leak.as_ref())
+        .map(|l| (l.returned_in, l))
+        .collect();
+    let agree = named_again.len() == named_said.len()
+        && named_again.iter().all(|(seq, n)| {
+            named_said
+                .get(seq)
+                .is_some_and(|l| l.owner == n.canary.owner && n.candidates.iter().any(|c| c.id == l.canary_id))
+        });
+    if !agree {
+        let shown = |m: Vec<(u64, &str)>| format!("{m:?}");
+        return Err(bad(
+            case,
+            format!(
+                "by the holders' names the transcript shows foreign content to be the records {}, the report says {}",
+                shown(named_again.iter().map(|(s, n)| (*s, n.canary.id.as_str())).collect()),
+                shown(named_said.iter().map(|(s, l)| (*s, l.canary_id.as_str())).collect())
             ),
         ));
     }
