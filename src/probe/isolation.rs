@@ -1198,7 +1198,6 @@ fn finish(
     }
 }
 
-/// The finding of one leak of another tenant's content.
 /// The findings of a significant rise in foreign content, by the rule `verify`
 /// re-applies ([`crate::judge::foreign_findings`]): the answers at the long rungs, each
 /// named as a tenant's record where the holder's name stood by it.
@@ -1256,6 +1255,7 @@ fn foreign_findings(
         .collect()
 }
 
+/// The finding of one leak of another tenant's content.
 fn leak_finding(l: LeakEvidence) -> Finding {
     Finding {
         code: FindingCode::CrossTenantCanary,
