@@ -22,8 +22,9 @@ struct Row {
     flags: &'static [&'static str],
     fail: &'static [&'static str],
     inconclusive: &'static [&'static str],
-    /// Cases that must also name the other tenant as the owner of text in an answer
-    /// (a `CrossTenantText` finding), whatever form the leak came back in.
+    /// Cases that must also name the other tenant as the owner of what an answer held
+    /// (a `CrossTenantText` finding, or foreign content named by its holder's name),
+    /// whatever form the leak came back in.
     named: &'static [&'static str],
     why: &'static str,
 }
@@ -397,7 +398,7 @@ const ROWS: &[Row] = &[
         ],
         inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
-        why: "every digit of the residue drawn anew and every address turned around, so that no record matches what was sent: the prose around the records is named as the other tenant's text, and the records, content no prompt held, as the other tenant's by their holders' names",
+        why: "every digit of the residue drawn anew and every address turned around, so that no record matches what was sent: the records, content no prompt held, are named as the other tenant's by their holders' names (7 or 8 of 8 itemised answers in 10 runs), and the prose around them as its text where enough survives (9 of 10 runs)",
     },
     Row {
         name: "stale-pages, leaks in random forms",
@@ -612,7 +613,8 @@ const EITHER: &[(&str, &str)] = &[
     ("weak model, stale-pages, fragmenting model", "isolation.canary-residue"),
 ];
 
-/// Each case's verdict, and the cases that named another tenant's text in an answer.
+/// Each case's verdict, and the cases that named another tenant as the owner of what
+/// an answer held: its request text, or foreign records by their holders' names.
 fn verdicts(row: &Row, tmp: &TempDir, tag: &str) -> (BTreeMap<String, Verdict>, BTreeSet<String>) {
     let sim = Sim::start("matrix-key-a", "matrix-key-b", row.flags);
     let dir = tmp.path().join(tag);
@@ -650,10 +652,12 @@ fn verdicts(row: &Row, tmp: &TempDir, tag: &str) -> (BTreeMap<String, Verdict>, 
         .cases
         .iter()
         .filter(|c| {
-            c.outcome
-                .findings
-                .iter()
-                .any(|f| f.code == FindingCode::CrossTenantText)
+            c.outcome.findings.iter().any(|f| match f.code {
+                FindingCode::CrossTenantText => true,
+                // Foreign content named as a tenant's record by its holder's name.
+                FindingCode::ForeignContent => f.leak.as_ref().is_some_and(|l| l.owner != l.recipient),
+                _ => false,
+            })
         })
         .map(|c| c.id.clone())
         .collect();
@@ -732,7 +736,7 @@ fn check(slug_of_row: &str) -> Result<(), String> {
     let mut mismatches = Vec::new();
     for case in row.named {
         if !named.contains(*case) {
-            mismatches.push(format!("{}: {case} did not name the other tenant's text", row.name));
+            mismatches.push(format!("{}: {case} did not name the other tenant as the owner (its text, or its records by their holders' names)", row.name));
         }
     }
     let mut line = format!("| {} | `{}` |", row.name, row.flags.join(" "));

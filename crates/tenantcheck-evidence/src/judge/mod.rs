@@ -1,6 +1,7 @@
 //! The pure rules `verify` re-applies to a transcript, shared with the probes that
 //! apply them during a run: whether an answer read back its own canary ([`echoed`]),
-//! holds content no prompt of the run accounts for ([`foreign`]), shows a degenerate
+//! holds content no prompt of the run accounts for ([`foreign`]) and whose records that
+//! content is by the holders' names ([`named`], [`foreign_findings`]), shows a degenerate
 //! decode ([`degenerate`]), refused as it must ([`improper_refusal`]), reports usage
 //! that fits ([`usage`]), whether a stream keeps its API's grammar and finishes
 //! ([`stream`]), and whether a timing level's pairs give its decision ([`timing`]). Nothing here sends a request or knows a session: the evidence a
@@ -96,9 +97,9 @@ pub struct Named<'c> {
 }
 
 /// Whose record the first of `items` (foreign items of `answer`, as [`foreign`] gives
-/// them) that names one is, and which canary's: a record whose numbers and address came back changed keeps
-/// its holder's name, in the address's local part (`ferreira.elena`) or just before the
-/// item. An item is named by the canary of `canaries` (the case's, every tenant's)
+/// them) that names one is, and which canary's: a record whose numbers and address
+/// came back changed keeps its holder's name, in the address's local part
+/// (`ferreira.elena`) or just before the item. An item is named by the canary of `canaries` (the case's, every tenant's)
 /// whose given and family names both stand, as whole words, within the item or the
 /// [`NAME_REACH`] characters before it, when that canary is another tenant's than
 /// `recipient`'s, no canary of `recipient`'s bears the same name (its own record,
