@@ -387,6 +387,8 @@ impl Session {
         secret: RunSecret,
     ) -> Self {
         let permits = profile.max_concurrency as usize;
+        let labels: Vec<String> = tenants.iter().map(|t| t.label.clone()).collect();
+        let marks: Vec<_> = labels.iter().map(|t| secret.marks(t)).collect();
         Session {
             profile,
             provider,
@@ -394,7 +396,7 @@ impl Session {
             secret,
             in_flight: Semaphore::new(permits),
             book: std::sync::Mutex::new((
-                crate::passage::Passages::new(&tenants.iter().map(|t| t.label.clone()).collect::<Vec<_>>()),
+                crate::passage::Passages::new(&labels).with_marks(&marks),
                 std::collections::BTreeMap::new(),
             )),
             ledger: Default::default(),

@@ -428,6 +428,9 @@ struct Search<'a> {
     /// context (`past`): the case's roles, written once it has judged them all.
     lengths: Vec<u64>,
     past: Vec<u64>,
+    /// The lines of the prompts meant to run generation past the end of the context
+    /// (`overrun`).
+    overrun: Vec<u64>,
     /// The same, as reported.
     sweep: Vec<SweepPoint>,
     /// Pinned rounds spent for node coverage.
@@ -491,6 +494,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         judged: judge::Boundary::default(),
         lengths: Vec::new(),
         past: Vec::new(),
+        overrun: Vec::new(),
         sweep: Vec::new(),
         node_rounds: 0,
         unpinned: false,
@@ -533,7 +537,11 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     // `verify` judges the same lines by the same rule.
     ctx.session.roles(
         ctx.case_id,
-        &[("lengths", b.lengths.clone()), ("past", b.past.clone())],
+        &[
+            ("lengths", b.lengths.clone()),
+            ("past", b.past.clone()),
+            ("overrun", b.overrun.clone()),
+        ],
     )?;
     let mut outcome = conclude(
         b.findings,
@@ -882,8 +890,8 @@ impl Search<'_> {
                 }
             }
             let estimated = self.sizer.tokens_of(&prompt);
-            let local_prompt = self.ctx.session.local_tokens(&prompt);
             let sent = self.sizer.send_other(&self.prober, prompt, ask as u32, false).await?;
+            self.overrun.push(sent.seq);
             self.scan(&sent, "");
             let ex = &sent.exchange;
             let at = sent.seq;
@@ -904,30 +912,22 @@ impl Search<'_> {
                     describe(ex)
                 )));
             }
-            let local = self.ctx.session.local_tokens(&ex.content);
-            let (prompt_tokens, completion, counted_by) = match ex.usage {
-                // The larger of what the vendor says and what was counted here: a vendor
-                // that under-reports cannot hide an overrun that way.
-                Some(u) => (
-                    u.prompt_tokens.max(local_prompt.unwrap_or(0)),
-                    u.completion_tokens.max(local.unwrap_or(0)),
-                    "its usage",
-                ),
-                None => (
-                    estimated,
-                    local.unwrap_or_else(|| self.sizer.builder().tokens_for(ex.content.len())),
-                    "tenantcheck's count (no usage)",
-                ),
+            // The larger of what the vendor says and what the local tokenizer counts
+            // (`verify` counts the same); the run's estimates where neither counted.
+            let counted = judge::Overrun::counted(ex, self.ctx.session.profile().tokenizer);
+            let counted_by = match (ex.usage, counted) {
+                (Some(_), _) => "its usage",
+                (None, Some(_)) => "the local tokenizer",
+                (None, None) => "tenantcheck's count (no usage)",
             };
+            let o = counted.unwrap_or_else(|| judge::Overrun {
+                prompt: estimated,
+                completion: self.sizer.builder().tokens_for(ex.content.len()),
+                exact: false,
+            });
+            let (prompt_tokens, completion) = (o.prompt, o.completion);
             let total = prompt_tokens + completion;
-            // Without usage or a local tokenizer the counts are estimates: only a clear
-            // overrun counts.
-            let over = if ex.usage.is_some() || local.is_some() {
-                total > context
-            } else {
-                total > context + context / 20
-            };
-            if over {
+            if o.shifted(context) {
                 self.finding(
                     FindingCode::ContextShifted,
                     format!(
@@ -950,8 +950,7 @@ impl Search<'_> {
                 continue;
             }
             let room = context.saturating_sub(prompt_tokens);
-            let exact = ex.usage.is_some() || local.is_some();
-            return Ok(match stopped_at(completion, room, context, exact) {
+            return Ok(match stopped_at(completion, room, context, o.exact) {
                 true => Ok(format!(
                     "a prompt that fits, asking for {ask} tokens past its room of {room}: stopped at the context ({prompt_tokens} + {completion} tokens by {counted_by}, transcript #{at})"
                 )),

@@ -157,8 +157,11 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
     // Caught and drawn, by run kept (in buckets of five words) and by family.
     let mut by_kept: BTreeMap<usize, (u32, u32)> = BTreeMap::new();
     let mut by_family: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    // The chance of a coincidence each caught leak states (log10), by words kept.
+    let mut chances: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let marks = [secret.marks("a"), secret.marks("b")];
     for seed in 0..seeds() {
-        let mut passages = Passages::new(&["a".into(), "b".into()]);
+        let mut passages = Passages::new(&["a".into(), "b".into()]).with_marks(&marks);
         let said = |x: &str| answer(request(x), "Noted, thank you.", 0);
         assert_eq!(passages.judge(1, "a", &said(&a_text)).text, None);
         assert_eq!(passages.judge(2, "b", &said(&b_text)).text, None);
@@ -168,6 +171,15 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
         let hit = passages.judge(3, "a", &ex).text;
         if let Some(hit) = &hit {
             assert_eq!((hit.owner.as_str(), hit.source), ("b", 2), "seed {seed}: {hit:?}");
+            assert!(hit.chance > 0.0 && hit.chance <= 1.0, "seed {seed}: {hit:?}");
+            // A leak that keeps KEPT words holds two of the owner's invented names
+            // (every sentence of its prose names two) or a record's digits.
+            assert!(
+                run < KEPT || hit.chance < 1e-3,
+                "seed {seed}: {run} words of b's kept, a coincidence stated as {}: {hit:?}",
+                hit.chance
+            );
+            chances.entry(run / 5 * 5).or_default().push(hit.chance.log10());
         }
         assert!(
             run < KEPT || hit.is_some(),
@@ -186,6 +198,23 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
     }
     println!("caught / drawn, by words kept in a row: {by_kept:?}");
     println!("caught / drawn below {KEPT} words kept, by family drawn: {by_family:?}");
+    let stated: BTreeMap<usize, String> = chances
+        .into_iter()
+        .map(|(kept, mut c)| {
+            c.sort_by(f64::total_cmp);
+            let unbounded = c.iter().filter(|&&x| x >= 0.0).count();
+            let median = c[c.len() / 2];
+            let worst = c.iter().copied().filter(|x| *x < 0.0).fold(f64::MIN, f64::max);
+            (
+                kept,
+                format!(
+                    "median 1e{median:.0}, largest bounded 1e{worst:.0}, no bound {unbounded} of {}",
+                    c.len()
+                ),
+            )
+        })
+        .collect();
+    println!("chance of a coincidence stated by the caught, by words kept in a row: {stated:#?}");
 }
 
 #[test]
@@ -291,7 +320,27 @@ fn a_spelled_out_leak_is_named_as_the_other_tenants_and_verify_holds_the_report_
         leak.matched
     );
 
+    // The chance of a coincidence is stated: the filler names two of the owner's
+    // invented names in every sentence, and a record's digits are drawn at random.
+    let chance = leak.words.as_ref().unwrap().chance;
+    assert!(chance < 1e-3, "{chance}: {:?}", leak.words);
+    assert!(finding.message.contains("a coincidence at most"), "{}", finding.message);
+
     let (at, id) = (leak.returned_in, isolation.id.clone());
+    // A report that makes the match look stronger than it is does not verify.
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r.cases.iter_mut().find(|c| c.id == id).unwrap().outcome;
+        for f in &mut o.findings {
+            if let Some(w) = f.leak.as_mut().and_then(|l| l.words.as_mut()) {
+                w.chance /= 1e6;
+            }
+        }
+    })
+    .unwrap_err();
+    assert!(
+        err.contains("the transcript shows") && err.contains("a coincidence at most"),
+        "{err}"
+    );
     let err = resigned(&run_dir, |r| {
         let o = &mut r.cases.iter_mut().find(|c| c.id == id).unwrap().outcome;
         o.findings.retain(|f| f.code != FindingCode::CrossTenantText);

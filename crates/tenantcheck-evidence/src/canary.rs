@@ -160,6 +160,23 @@ impl RunSecret {
 /// How many invented names mark one tenant's prose.
 pub const MARKS_PER_TENANT: usize = 24;
 
+/// Whether `word` (lower case) is one a mark could be: three of [`SYLLABLES`] in a
+/// row. Other words are never a tenant's mark, whatever its draw.
+pub fn mark_shaped(word: &str) -> bool {
+    fn split(rest: &str, left: usize) -> bool {
+        if left == 0 {
+            return rest.is_empty();
+        }
+        SYLLABLES
+            .iter()
+            .any(|s| rest.strip_prefix(s).is_some_and(|r| split(r, left - 1)))
+    }
+    split(word, 3)
+}
+
+/// How many words a mark is drawn from: three of [`SYLLABLES`]' 32.
+pub const MARK_WORDS: usize = 32_768;
+
 /// The syllables marks are made of: 32, so a mark is one of 32,768 words.
 const SYLLABLES: &[&str] = &[
     "ka", "lo", "ve", "mi", "tor", "quin", "bra", "del", "fen", "gar", "hol", "jus", "kir", "lum", "mar", "nev", "osk",
@@ -842,6 +859,14 @@ mod tests {
         assert_eq!(a.words.len(), MARKS_PER_TENANT);
         assert_ne!(a.words, b.words);
         assert_eq!(SYLLABLES.len(), 32);
+        assert_eq!(SYLLABLES.len().pow(3), MARK_WORDS);
+        for w in a.words.iter().chain(&b.words) {
+            assert!(mark_shaped(&w.to_lowercase()), "{w}");
+        }
+        for w in ["maria", "the", "kalo", "kalovemi", "velkaro"] {
+            assert!(!mark_shaped(w), "{w}");
+        }
+        assert!(mark_shaped("quindelmar") && mark_shaped("kaloix"));
         for w in &a.words {
             assert!(w.len() >= 5 && w.chars().next().unwrap().is_ascii_uppercase(), "{w}");
         }

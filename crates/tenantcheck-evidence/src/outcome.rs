@@ -759,7 +759,7 @@ pub enum FindingCode {
 
 /// The evidence of a canary in an answer it does not belong to: another tenant's (a
 /// leak), or another request's of the same tenant (a misrouted answer).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LeakEvidence {
     /// The canary's id (`owner/case/index`); re-derivable from the run secret.
@@ -785,7 +785,7 @@ pub struct LeakEvidence {
 
 /// How a stretch of another tenant's request text was matched in an answer
 /// ([`crate::provenance`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WordMatch {
     /// The output field it came back in.
@@ -796,6 +796,12 @@ pub struct WordMatch {
     pub shingles: usize,
     /// Words only the owner had sent, as they came back.
     pub distinctive: Vec<String>,
+    /// At most this likely would an answer written without the owner's requests hold
+    /// what the stretch holds of the run secret's draws for the owner (its invented
+    /// names, its numbers); 1 where it holds none ([`crate::provenance`]). A report
+    /// of a version before it states none, read as 1, which `verify` then refuses.
+    #[serde(default = "no_bound")]
+    pub chance: f64,
 }
 
 impl From<crate::provenance::TextHit> for WordMatch {
@@ -805,7 +811,21 @@ impl From<crate::provenance::TextHit> for WordMatch {
             words: hit.words,
             shingles: hit.shingles,
             distinctive: hit.distinctive,
+            chance: hit.chance,
         }
+    }
+}
+
+fn no_bound() -> f64 {
+    1.0
+}
+
+/// A text hit's chance of a coincidence, in words.
+pub fn coincidence(chance: f64) -> String {
+    if chance >= 1.0 {
+        "no chance of a coincidence stated: none of the run secret's draws for the owner".into()
+    } else {
+        format!("a coincidence at most {chance:.1e} likely")
     }
 }
 
@@ -817,13 +837,15 @@ impl LeakEvidence {
         let part = match self.fragment {
             Fragment::Prose => return format!("tenant {}'s prose (its names {})", self.owner, self.matched),
             Fragment::Text => {
-                let (words, field, distinctive) = self.words.as_ref().map_or((0, "?", String::new()), |w| {
-                    (w.words, w.field.as_str(), w.distinctive.join(", "))
-                });
+                let (words, field, distinctive, chance) =
+                    self.words.as_ref().map_or((0, "?", String::new(), 1.0), |w| {
+                        (w.words, w.field.as_str(), w.distinctive.join(", "), w.chance)
+                    });
                 return format!(
-                    "{words} words of tenant {}'s request #{} in {field} (its words {distinctive}: {:?})",
+                    "{words} words of tenant {}'s request #{} in {field} (its words {distinctive}; {}: {:?})",
                     self.owner,
                     self.seeded_in.map_or_else(|| "?".into(), |s| s.to_string()),
+                    coincidence(chance),
                     self.matched
                 );
             }

@@ -54,7 +54,7 @@ pub struct Passages {
 }
 
 /// What an answer held of earlier requests' text.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Judged {
     /// Sentences of another request in a row, in its content.
     pub passage: Option<PassageHit>,
@@ -104,6 +104,14 @@ impl Passages {
             sources: HashMap::new(),
             provenance: crate::provenance::Provenance::new(tenants),
         }
+    }
+
+    /// The same index, knowing each tenant's invented names, which a hit's chance of a
+    /// coincidence counts ([`crate::provenance::Provenance::with_marks`]). The run and
+    /// `verify` both give them.
+    pub fn with_marks(mut self, marks: &[crate::canary::Marks]) -> Self {
+        self.provenance = self.provenance.with_marks(marks);
+        self
     }
 
     /// Judges the exchange `tenant` sent, written at transcript line `seq`, against
@@ -223,7 +231,7 @@ impl Passages {
 /// the API's shape. Sentences are read string by string: where one string ends a
 /// sentence ends, so that a field's name or a role (`user`) never joins the sentence
 /// after it.
-fn strings(body: &serde_json::Value) -> Vec<&str> {
+pub(crate) fn strings(body: &serde_json::Value) -> Vec<&str> {
     fn walk<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
         match v {
             serde_json::Value::String(s) => out.push(s),

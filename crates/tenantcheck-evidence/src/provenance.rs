@@ -52,6 +52,29 @@
 //!
 //! Text the asking tenant sent too (a shared prefix, its own earlier prompt) is never
 //! another tenant's: [`crate::passage`] judges answers that hold it.
+//!
+//! ## The chance of a coincidence
+//!
+//! Each hit states how likely an answer written *without* the owner's requests would
+//! be to hold what the hit holds ([`TextHit::chance`], an upper bound). Only what the
+//! run secret draws for the owner is counted, since only that is random to someone who
+//! never saw the owner's text:
+//!
+//! - the owner's invented names ([`crate::canary::Marks`]) anywhere in the field, that
+//!   the asking tenant never sent: 24 of the 32,768 words three syllables of their
+//!   alphabet make, so `m` distinct ones among the `n` distinct words of the field
+//!   that such a name could be ([`crate::canary::mark_shaped`]) come by chance with a
+//!   probability of at most `C(n, m) (24/32,768)^m`;
+//! - the owner's digits, where they stand in runs of at least [`RANDOM_DIGIT_RUN`]
+//!   (account numbers, codes, needles: a number word of prose is no run): `g` of them
+//!   in the owner's order at most `d_field d_owner 10^-g` (each digit of the field
+//!   against each digit the owner sent as the first of the alignment).
+//!
+//! A stretch is taken as one piece of the owner's text (its shingles were matched in
+//! the owner's order, no more than a window apart). The two draws are independent, so
+//! the bound is their product. Every other word
+//! counts for nothing: a hit whose words are all ordinary ones (a customer's name that
+//! both tenants' pools hold) states a chance of 1, no bound, and rests on rule 2 alone.
 
 use std::collections::{HashMap, HashSet};
 use unicode_normalization::UnicodeNormalization;
@@ -71,6 +94,11 @@ pub const GUARANTEED: usize = SHINGLE + WINDOW - 1;
 /// word: eight digits in another tenant's order come by chance about once in 10^8.
 pub const MIN_DIGITS: usize = 8;
 
+/// The fewest digits in a row (canonical words) counted as drawn by the run secret in
+/// a hit's [chance](self#the-chance-of-a-coincidence): a record's number, a code, a
+/// needle; never a number word of prose ("one of the").
+pub const RANDOM_DIGIT_RUN: usize = 4;
+
 /// The longest excerpt a hit keeps, in characters.
 const KEEP_CHARS: usize = 300;
 
@@ -89,6 +117,11 @@ pub struct Provenance {
     /// Each word (not digits) and the tenants whose requests held it; the run's shared
     /// wording is everyone's from the start.
     vocabulary: HashMap<u64, u16>,
+    /// Each tenant's invented names ([`crate::canary::Marks`]), by word, as
+    /// [`Provenance::with_marks`] gave them.
+    marks: HashMap<u64, u16>,
+    /// Digits each tenant's requests held, by tenant index.
+    digits: [u64; 16],
 }
 
 /// Where a shingle was first sent, and by whom at all: eight bytes.
@@ -235,7 +268,7 @@ fn stretches(matched: &[(usize, Source)]) -> impl Iterator<Item = &[(usize, Sour
 }
 
 /// A stretch of another tenant's request text in an answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TextHit {
     /// The tenant whose request held it.
     pub owner: String,
@@ -253,6 +286,11 @@ pub struct TextHit {
     pub shingles: usize,
     /// The owner's distinctive words in it, as they came back (at most six).
     pub distinctive: Vec<String>,
+    /// At most this likely would an answer written without the owner's requests hold
+    /// what this stretch holds of the run secret's draws for the owner: its invented
+    /// names and its digits ([the bound](self#the-chance-of-a-coincidence)); 1 where
+    /// it holds none.
+    pub chance: f64,
 }
 
 impl TextHit {
@@ -277,7 +315,21 @@ impl Provenance {
             tenants: tenants.to_vec(),
             shingles: HashMap::new(),
             vocabulary,
+            marks: HashMap::new(),
+            digits: [0; 16],
         }
+    }
+
+    /// The same index, knowing each tenant's invented names, so that a hit's
+    /// [chance](self#the-chance-of-a-coincidence) counts them.
+    pub fn with_marks(mut self, marks: &[crate::canary::Marks]) -> Self {
+        for m in marks {
+            let bit = self.bit(&m.owner);
+            for word in &m.words {
+                words(word, |w| *self.marks.entry(w.hash).or_default() |= bit);
+            }
+        }
+        self
     }
 
     /// The tenant's index (tenants past the 16th share the last) and bit.
@@ -302,7 +354,10 @@ impl Provenance {
         let (first, bit) = self.index(tenant);
         let seq = u32::try_from(seq).unwrap_or(u32::MAX);
         let Provenance {
-            shingles, vocabulary, ..
+            shingles,
+            vocabulary,
+            digits,
+            ..
         } = self;
         let mut keep = |key: u64| {
             shingles.entry(key).or_insert(Source { seq, first, tenants: 0 }).tenants |= bit;
@@ -312,7 +367,9 @@ impl Provenance {
             let mut winnower = Winnower::default();
             words(s, |w| {
                 let shared = !w.digit && vocabulary.get(&w.hash) == Some(&ALL_TENANTS);
-                if !w.digit {
+                if w.digit {
+                    digits[usize::from(first)] += 1;
+                } else {
                     *vocabulary.entry(w.hash).or_default() |= bit;
                 }
                 // Shingles of the run's shared wording alone are nobody's evidence:
@@ -363,6 +420,7 @@ impl Provenance {
                 matched
                     .iter()
                     .flat_map(|(at, _)| &said[*at..*at + SHINGLE])
+                    .chain(said.iter().filter(|w| self.marks.contains_key(&w.hash)))
                     .map(|w| w.hash)
                     .collect(),
             );
@@ -412,9 +470,10 @@ impl Provenance {
             excerpt.truncate(cut);
         }
         let mut named = HashSet::new();
-        let names: Vec<String> = distinctive
+        let distinct: Vec<&Span> = distinctive.into_iter().filter(|w| named.insert(w.hash)).collect();
+        let chance = self.chance(first.first, asker, said, text, &covered, own);
+        let names: Vec<String> = distinct
             .into_iter()
-            .filter(|w| named.insert(w.hash))
             .take(KEEP_DISTINCTIVE)
             .map(|w| text[w.start..w.end].to_owned())
             .collect();
@@ -430,7 +489,50 @@ impl Provenance {
             words: covered.len(),
             shingles: stretch.len(),
             distinctive: names,
+            chance,
         })
+    }
+
+    /// The [chance of a coincidence](self#the-chance-of-a-coincidence) of a stretch of
+    /// `owner`'s (by index) words covering `covered` of the words `said` of the field
+    /// `text`, in an answer to `asker` (its bit) whose request held `own`.
+    fn chance(
+        &self,
+        owner: u16,
+        asker: u16,
+        said: &[Span],
+        text: &str,
+        covered: &std::collections::BTreeSet<usize>,
+        own: &Own,
+    ) -> f64 {
+        let bit = 1u16 << owner.min(15);
+        // The owner's invented names anywhere in the field that the asker never sent.
+        let marks = said
+            .iter()
+            .filter(|w| self.marks.get(&w.hash).is_some_and(|m| m & bit != 0))
+            .filter(|w| !own.words.contains(&w.hash))
+            .filter(|w| self.vocabulary.get(&w.hash).is_none_or(|v| v & asker == 0))
+            .map(|w| w.hash)
+            .collect::<HashSet<_>>()
+            .len();
+        let distinct_words = said
+            .iter()
+            .filter(|w| {
+                !w.digit
+                    && (self.marks.contains_key(&w.hash)
+                        || crate::canary::mark_shaped(&text[w.start..w.end].to_ascii_lowercase()))
+            })
+            .map(|w| w.hash)
+            .collect::<HashSet<_>>()
+            .len();
+        let field_digits = said.iter().filter(|w| w.digit).count();
+        chance_of(
+            distinct_words,
+            marks,
+            field_digits,
+            self.digits[usize::from(owner.min(15))],
+            random_digits(said, covered),
+        )
     }
 
     /// How many shingles the index keeps.
@@ -442,6 +544,44 @@ impl Provenance {
     pub fn is_empty(&self) -> bool {
         self.shingles.is_empty()
     }
+}
+
+/// The covered digits that stand in runs of at least [`RANDOM_DIGIT_RUN`] digits in a
+/// row (the run counted whole where it is covered in part: its other digits were read
+/// as the owner's too or not at all, and only covered ones are counted).
+fn random_digits(said: &[Span], covered: &std::collections::BTreeSet<usize>) -> usize {
+    let mut counted = 0;
+    let mut at = 0;
+    while at < said.len() {
+        if !said[at].digit {
+            at += 1;
+            continue;
+        }
+        let end = (at..said.len()).find(|&i| !said[i].digit).unwrap_or(said.len());
+        if end - at >= RANDOM_DIGIT_RUN {
+            counted += (at..end).filter(|i| covered.contains(i)).count();
+        }
+        at = end;
+    }
+    counted
+}
+
+/// The bound of [the rules](self#the-chance-of-a-coincidence): `marks` of the owner's
+/// invented names among `words` distinct words a mark could be, and `digits` of the owner's random
+/// digits in its order, with `field_digits` digits in the field and `owner_digits` sent.
+pub fn chance_of(words: usize, marks: usize, field_digits: usize, owner_digits: u64, digits: usize) -> f64 {
+    let p = crate::canary::MARKS_PER_TENANT as f64 / crate::canary::MARK_WORDS as f64;
+    // ln C(n, m) + m ln p, in logarithms: n may be thousands.
+    let names = (0..marks.min(words))
+        .map(|i| ((words - i) as f64).ln() - ((i + 1) as f64).ln() + p.ln())
+        .sum::<f64>();
+    let names = if marks == 0 { 0.0 } else { names.min(0.0) };
+    let digits = if digits == 0 {
+        0.0
+    } else {
+        ((field_digits.max(1) as f64).ln() + (owner_digits.max(1) as f64).ln() - digits as f64 * 10f64.ln()).min(0.0)
+    };
+    (names + digits).exp().min(1.0)
 }
 
 /// Every output field of an exchange that carries text, by name, each field's pieces
@@ -797,6 +937,58 @@ mod tests {
             p.find("a", &["Hi."], &content("at posteo dot de account three three nine one")),
             None
         );
+    }
+
+    #[test]
+    fn a_hits_chance_counts_the_owners_invented_names_and_random_digits_alone() {
+        let marks = |owner: &str, words: &[&str]| crate::canary::Marks {
+            owner: owner.into(),
+            words: words.iter().map(|w| (*w).to_owned()).collect(),
+        };
+        let index = |marked: bool| {
+            let mut p = Provenance::new(&["a".into(), "b".into()]);
+            if marked {
+                p = p.with_marks(&[
+                    marks("b", &["Velkaro", "Dunmoreth", "Ostravane"]),
+                    marks("a", &["Quinlomar"]),
+                ]);
+            }
+            p.add(7, "b", &[B_TEXT]);
+            p
+        };
+        let prose = "the committee at velkaro reviewed the quarterly budget before the long weekend as dunmoreth noted";
+        // Two of b's invented names, and no other word of the field a name could be:
+        // (24/32,768)^2.
+        let p = 24.0 / 32_768.0;
+        let hit = index(true).find("a", &["Hi."], &content(prose)).expect("b's prose");
+        let want = p * p;
+        assert!((hit.chance - want).abs() < want * 1e-9, "{} != {want}", hit.chance);
+        // A word of the field that could be a name (three syllables), and is nobody's,
+        // is one more place a name could have come by chance: C(3, 2) (24/32,768)^2.
+        let hit = index(true)
+            .find("a", &["Hi."], &content(&format!("Kaloix said: {prose}")))
+            .expect("b's prose");
+        let want = 3.0 * p * p;
+        assert!((hit.chance - want).abs() < want * 1e-9, "{} != {want}", hit.chance);
+        // Not knowing the names, the same words state no chance.
+        let hit = index(false).find("a", &["Hi."], &content(prose)).expect("b's prose");
+        assert_eq!(hit.chance, 1.0);
+        // Twelve digits in b's order, in runs of four: 12 digits in the field, 12 sent
+        // by b (its e-mail's five digits are a run too), 10^-12 each alignment.
+        let record = "account three three nine one zero zero four eight two two one five";
+        let hit = index(true).find("a", &["Hi."], &content(record)).expect("b's account");
+        let want = 12.0 * 17.0 * 1e-12;
+        assert!((hit.chance - want).abs() < want * 1e-9, "{} != {want}", hit.chance);
+        // Another tenant's names say nothing of b's text; a name more makes it rarer.
+        assert_eq!(chance_of(20, 0, 0, 100, 0), 1.0);
+        assert!(chance_of(20, 3, 0, 0, 0) < chance_of(20, 2, 0, 0, 0));
+        assert!(chance_of(2_000, 2, 0, 0, 0) > chance_of(20, 2, 0, 0, 0));
+        // Number words of prose are no run: "one of the two" counts no digit.
+        let said = spans("one of the two and 4 5 6 7");
+        let all: std::collections::BTreeSet<usize> = (0..said.len()).collect();
+        assert_eq!(random_digits(&said, &all), 4);
+        // Never above 1, however many words the field holds.
+        assert_eq!(chance_of(10_000_000, 1, 0, 0, 0), 1.0);
     }
 
     #[test]

@@ -115,6 +115,65 @@ impl Recall {
     }
 }
 
+/// The prompt the boundary sent to run generation past the end of the context: the
+/// longest string its request carried (the one user message; a model's name or a role
+/// is a word). The run counts it as `verify` does, from the recorded request.
+pub fn prompt_of(request: &crate::exchange::RecordedRequest) -> String {
+    let strings = request.body.as_ref().map(crate::passage::strings).unwrap_or_default();
+    strings
+        .into_iter()
+        .max_by_key(|s| s.len())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The counts of the prompt meant to run generation past the end of the context
+/// (role `overrun`): tokens of the prompt and of the completion, each the larger of
+/// what the vendor's usage says and what the profile's local tokenizer counts, so
+/// that a vendor that under-reports cannot hide an overrun. Exact where either
+/// counted; where neither did, the run's own estimate (characters over the ratio it
+/// learnt) stands in, which `verify` cannot repeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overrun {
+    /// Tokens of the prompt.
+    pub prompt: u64,
+    /// Tokens of the completion.
+    pub completion: u64,
+    /// Whether usage or a local tokenizer gave the counts.
+    pub exact: bool,
+}
+
+impl Overrun {
+    /// The counts of `ex` by its usage and `tokenizer`, where either gives them.
+    pub fn counted(ex: &Exchange, tokenizer: Option<crate::profile::LocalTokenizer>) -> Option<Overrun> {
+        let local = |text: &str| tokenizer.map(|t| t.count(text));
+        let (prompt, completion) = (local(&prompt_of(&ex.request)), local(&ex.content));
+        match ex.usage {
+            Some(u) => Some(Overrun {
+                prompt: u.prompt_tokens.max(prompt.unwrap_or(0)),
+                completion: u.completion_tokens.max(completion.unwrap_or(0)),
+                exact: true,
+            }),
+            None => Some(Overrun {
+                prompt: prompt?,
+                completion: completion?,
+                exact: true,
+            }),
+        }
+    }
+
+    /// Whether the prompt and completion together ran past `context`: by more than a
+    /// twentieth where the counts are estimates (only a clear overrun counts).
+    pub fn shifted(&self, context: u64) -> bool {
+        let total = self.prompt + self.completion;
+        if self.exact {
+            total > context
+        } else {
+            total > context + context / 20
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +235,47 @@ mod tests {
             (Processed::Wrongly, true)
         );
         assert_eq!(b.lost, vec![5]);
+    }
+
+    #[test]
+    fn an_overrun_is_counted_by_the_larger_of_usage_and_the_local_tokenizer() {
+        use crate::exchange::{RecordedRequest, Usage};
+        use crate::profile::LocalTokenizer;
+        let prompt = "word ".repeat(300);
+        let ex = |usage: Option<Usage>, content: &str| Exchange {
+            request: RecordedRequest {
+                body: Some(serde_json::json!({"model": "m", "messages": [{"role": "user", "content": prompt}]})),
+                ..Default::default()
+            },
+            status: Some(200),
+            content: content.to_owned(),
+            usage,
+            ..Exchange::default()
+        };
+        assert_eq!(prompt_of(&ex(None, "").request), prompt);
+        let t = Some(LocalTokenizer::TenantcheckSim);
+        let local = LocalTokenizer::TenantcheckSim.count(&prompt);
+        // Under-reported usage: the local count stands.
+        let low = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 1,
+            ..Default::default()
+        };
+        let o = Overrun::counted(&ex(Some(low), "one two three"), t).unwrap();
+        assert_eq!((o.prompt, o.exact), (local, true));
+        assert!(o.completion >= 3);
+        assert!(o.shifted(local + 2) && !o.shifted(local + o.completion));
+        // Usage alone, without a tokenizer.
+        let o = Overrun::counted(&ex(Some(low), "x"), None).unwrap();
+        assert_eq!((o.prompt, o.completion), (10, 1));
+        // Neither: the run's estimate, which verify cannot repeat.
+        assert_eq!(Overrun::counted(&ex(None, "x"), None), None);
+        let estimate = Overrun {
+            prompt: 1000,
+            completion: 40,
+            exact: false,
+        };
+        assert!(!estimate.shifted(1000) && estimate.shifted(980));
     }
 
     #[test]

@@ -86,10 +86,13 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let labels: Vec<String> = report.vendor.profile.tenants.iter().map(|t| t.label.clone()).collect();
     // Every request's text, read in transcript order as the run read it: each answer
     // is judged against the lines before it.
-    let mut passages = crate::passage::Passages::new(&labels);
+    let mut passages = crate::passage::Passages::new(&labels).with_marks(&marks);
     let mut leaks: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
     // Answers that held another request's text, by case (as `leaks`).
     let mut misrouted: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
+    // Each answer's stretch of another tenant's words, by line: what a `text` finding
+    // must say of it (its span, words, shingles and chance of a coincidence).
+    let mut text_hits: BTreeMap<u64, crate::provenance::TextHit> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     // Streams of `stream.integrity` that break their API's grammar or do not finish.
     let mut malformed_streams: BTreeMap<String, usize> = BTreeMap::new();
@@ -234,7 +237,11 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 .collect(),
             passages: {
                 let judged = passages.judge(seq, tenant, &ex);
-                let text = judged.text.map(|h| h.id());
+                let text = judged.text.map(|h| {
+                    let id = h.id();
+                    text_hits.insert(seq, h);
+                    id
+                });
                 text.into_iter().chain(judged.passage.map(|h| h.id())).collect()
             },
         };
@@ -252,7 +259,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         }
         if rejudged_kind(&case) {
             let probe = probe_of.get(case.as_str()).copied().unwrap_or_default();
-            kept.insert(seq, super::rejudge::KeptLine::of(&case, probe, tenant, ex));
+            kept.insert(
+                seq,
+                super::rejudge::KeptLine::of(&case, probe, tenant, ex, report.vendor.profile.tokenizer),
+            );
         } else if runs(&case, "usage.consistency") {
             let prompt = ex
                 .request
@@ -372,6 +382,21 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 },
             },
         )?;
+        for leak in reported(FindingCode::CrossTenantText, Some("text")) {
+            if let Some(hit) = text_hits.get(&leak.returned_in)
+                && !says(leak, hit)
+            {
+                return Err(bad(
+                    &c.id,
+                    format!(
+                        "the report says #{} holds {}, the transcript shows {}",
+                        leak.returned_in,
+                        leak.words.as_ref().map_or_else(|| "no match".into(), describe),
+                        describe(&hit.clone().into())
+                    ),
+                ));
+            }
+        }
         confirmed += held_to(
             &c.id,
             of_kind("passage").as_ref(),
@@ -511,6 +536,27 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         powers,
         rejudged,
     })
+}
+
+/// Whether a `text` finding says of its stretch what the transcript shows: the
+/// request it came from, the span, the field, words, shingles, distinctive words and
+/// chance of a coincidence.
+fn says(leak: &LeakEvidence, hit: &crate::provenance::TextHit) -> bool {
+    leak.seeded_in == Some(hit.source)
+        && leak.matched == hit.text
+        && leak.words.as_ref() == Some(&crate::outcome::WordMatch::from(hit.clone()))
+}
+
+/// A stretch's match, in words, for a refusal.
+fn describe(w: &crate::outcome::WordMatch) -> String {
+    format!(
+        "{} words and {} shingles in {} (its words {}; {})",
+        w.words,
+        w.shingles,
+        w.field,
+        w.distinctive.join(", "),
+        crate::outcome::coincidence(w.chance)
+    )
 }
 
 /// What one exchange line showed that its case, and every case citing it, answers

@@ -38,15 +38,28 @@ pub(super) struct KeptLine {
     pub exchange: Exchange,
     /// The facts its request stated, for the context cases ([`Needle::stated_in`]).
     pub facts: Vec<Needle>,
+    /// Its prompt's and completion's tokens, for the boundary's prompts that state no
+    /// fact (the one meant to run generation past the context among them), where its
+    /// usage or the profile's tokenizer counts them.
+    pub overrun: Option<crate::judge::context::Overrun>,
 }
 
 impl KeptLine {
-    /// Keeps `exchange`, sent by `case` as `tenant`.
-    pub fn of(case: &str, probe: &str, tenant: &str, mut exchange: Exchange) -> KeptLine {
+    /// Keeps `exchange`, sent by `case` as `tenant`, counting with `tokenizer`.
+    pub fn of(
+        case: &str,
+        probe: &str,
+        tenant: &str,
+        mut exchange: Exchange,
+        tokenizer: Option<crate::profile::LocalTokenizer>,
+    ) -> KeptLine {
         let facts = match probe {
             "context.boundary" | "context.recall" => Needle::stated_in(&exchange.request.text()),
             _ => Vec::new(),
         };
+        let overrun = (probe == "context.boundary" && facts.is_empty())
+            .then(|| crate::judge::context::Overrun::counted(&exchange, tokenizer))
+            .flatten();
         // The request's body may be a million tokens; the facts are all a rule reads of it.
         exchange.request.body = None;
         KeptLine {
@@ -54,6 +67,7 @@ impl KeptLine {
             tenant: tenant.to_owned(),
             exchange,
             facts,
+            overrun,
         }
     }
 }
@@ -80,7 +94,7 @@ pub(super) fn case(
         "availability.noisy-neighbour" => neighbour(report, c, roles, kept)?,
         "metadata.cross-tenant" => metadata(report, c, roles, kept, secret)?,
         "cache.response-reuse" => reuse(c, roles, kept)?,
-        "context.boundary" => boundary(c, roles, kept, leaked)?,
+        "context.boundary" => boundary(report, c, roles, kept, leaked)?,
         "context.recall" => recall(c, roles, kept)?,
         "cache.prefix-extraction" => match extraction(c, roles, kept, secret)? {
             Some(judgement) => judgement,
@@ -349,9 +363,13 @@ fn extraction(
 
 /// The prompt past the context (role `past`): accepted, it is a finding. Each prompt
 /// within it (role `lengths`) judged by the fact it states first, as the run judged
-/// it ([`crate::judge::context::Boundary`]). A generation run past the context is not
-/// judged again yet; a case whose baseline did not recall every fact is not decided.
+/// it ([`crate::judge::context::Boundary`]). The prompt meant to run generation past
+/// the context (role `overrun`): answered with more tokens than the context holds, it
+/// is a finding ([`crate::judge::context::Overrun`]), judged where its usage or the
+/// profile's tokenizer counted it (the run's estimates are its own). A case whose
+/// baseline did not recall every fact is not decided.
 fn boundary(
+    report: &Report,
     c: &CaseResult,
     roles: Option<&Roles>,
     kept: &Kept,
@@ -372,12 +390,21 @@ fn boundary(
         }
         judged.judge(seq, &line.exchange, &line.facts, leaked.contains(&seq));
     }
-    let findings = accepted + judged.lost.len();
+    let context = report.vendor.profile.context_window;
+    let overrun = kept_lines(c, roles, "overrun", kept)?;
+    // Each line's counts, where they are exact: none where one is an estimate.
+    let shifted: Option<usize> = overrun
+        .iter()
+        .map(|(_, line)| line.overrun.map(|o| usize::from(o.shifted(context))))
+        .sum();
+    let findings = accepted + judged.lost.len() + shifted.unwrap_or(0);
+    let mut counts = vec![
+        (FindingCode::OverLimitAccepted, accepted),
+        (FindingCode::NeedleLost, judged.lost.len()),
+    ];
+    counts.extend(shifted.map(|n| (FindingCode::ContextShifted, n)));
     Ok(Judgement {
-        counts: vec![
-            (FindingCode::OverLimitAccepted, accepted),
-            (FindingCode::NeedleLost, judged.lost.len()),
-        ],
+        counts,
         decided: findings > 0 || judged.baseline_ok(),
     })
 }
