@@ -44,8 +44,6 @@
 
 mod timed;
 
-pub use timed::threshold;
-
 use super::{Context, Sizer, conclude, describe};
 use crate::adapter::ChatRequest;
 use crate::outcome::{Finding, FindingCode, Outcome};

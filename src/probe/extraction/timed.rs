@@ -18,12 +18,14 @@
 //! made in its control. A sequential test per guess (anytime-valid, as the timing
 //! case's) stops as soon as the pairs decide: faster in more than half the pairs (the
 //! digit is a's), or in fewer than half (a speed-up of the threshold is ruled out: the
-//! guess was not reused).
+//! guess was not reused). The threshold, the tests and the order of the search are
+//! the evidence crate's (`judge::extraction::{Control, Timed}`), which `verify` drives
+//! again with the recorded times.
 
 use super::{ExtractionParams, Guesses, inconclusive};
 use crate::adapter::ChatRequest;
-use crate::judge::sequential::{Decision, SequentialTest};
 use crate::canary::RunSecret;
+use crate::judge::extraction::{Control, Timed, median_upper_bound};
 use crate::outcome::Outcome;
 use crate::probe::{Context, Sizer, describe};
 use crate::prompt::Filler;
@@ -83,51 +85,6 @@ impl Pair {
     fn gain(self) -> f64 {
         self.baseline_ms - self.guess_ms
     }
-}
-
-/// The threshold a pair's gain must pass to count as "faster", from the control's
-/// gains: half their median, when at least five in six of them pass it (so that a right
-/// guess counts as faster at least as often as the sequential test's effect size
-/// assumes, and its "no effect" cannot be a right guess missed); `None` when the control
-/// shows no gain a guess could be judged by.
-pub fn threshold(control: &[f64]) -> Option<f64> {
-    if control.is_empty() {
-        return None;
-    }
-    let mut sorted = control.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    if median <= 0.0 {
-        return None;
-    }
-    let theta = median / 2.0;
-    let passed = control.iter().filter(|g| **g > theta).count();
-    (6 * passed >= 5 * control.len()).then_some(theta)
-}
-
-/// The chance that a fair coin lands heads at least `k` times in `n` tosses: how
-/// often pairs whose arms are exchangeable (no reuse) show the guess sooner `k` times.
-fn sign_tail(n: usize, k: usize) -> f64 {
-    let mut choose = 1.0f64;
-    let mut tail = 0.0;
-    for i in 0..=n {
-        if i >= k {
-            tail += choose;
-        }
-        choose = choose * (n - i) as f64 / (i + 1) as f64;
-    }
-    tail / 2f64.powi(n as i32)
-}
-
-/// The one-sided 95% upper bound on the median of `gains` (the sign test's order
-/// statistic): the median saving above it is ruled out.
-fn median_upper_bound(gains: &[f64]) -> f64 {
-    let mut sorted = gains.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    // The smallest order statistic j (1-based) with P(more than j − 1 below the median) ≤ 5%.
-    let j = (1..=n).find(|&j| sign_tail(n, j) <= 0.05).unwrap_or(n);
-    sorted[j - 1]
 }
 
 /// Runs the timed search, after tenant a's prompt and control in the counter layout
@@ -191,7 +148,7 @@ pub(super) async fn extract(
             ) else {
                 return Ok(inconclusive(unjudged, sizer));
             };
-            (Pair { guess_ms, baseline_ms }, g.seq)
+            (Pair { guess_ms, baseline_ms }, [g.seq, b.seq])
         }};
     }
 
@@ -206,56 +163,26 @@ pub(super) async fn extract(
     // prompt with those samples, no other tenant's guess can.
     let right = char::from(b'0' + secret.digits[0]);
     let mut gains = Vec::new();
+    // Each pair's lines, the guess's then the baseline's: roles `timed-control` and
+    // `timed`, which `verify` replays.
     let mut control_seqs = Vec::new();
     for cut in 0..secret.pieces[0].len() {
-        if cut >= CONTROL_PAIRS && threshold(&gains).is_some() {
+        if cut >= CONTROL_PAIRS && matches!(Control::of(&gains), Control::Threshold(_)) {
             break;
         }
-        let (pair, seq) = pair!(victim, &[], right, 'x', cut, format!("tenant {victim}'s control"));
+        let (pair, seqs) = pair!(victim, &[], right, 'x', cut, format!("tenant {victim}'s control"));
         gains.push(pair.gain());
-        control_seqs.push(seq);
+        control_seqs.extend(seqs);
     }
     let (first_seq, last_seq) = (
         control_seqs.first().copied().unwrap_or(0),
         control_seqs.last().copied().unwrap_or(0),
     );
-    let Some(theta) = threshold(&gains) else {
-        let sooner = gains.iter().filter(|g| **g > 0.0).count();
-        let chance = sign_tail(gains.len(), sooner);
-        if chance > p.timing_alpha {
-            // No reuse the owner can see: the arms are exchangeable as far as these
-            // samples tell. A pass, with what it rules out.
-            ctx.session.roles(ctx.case_id, &[("timed", control_seqs.clone())])?;
-            return Ok(super::conclude(
-                Vec::new(),
-                Ok(format!(
-                    "{}; tenant {victim}'s own right guess at its first digit was sooner than a wrong one in {sooner} of \
-                     {} pairs (transcript #{first_seq} to #{last_seq}), as often as chance makes it (p = {chance:.2}): \
-                     with as many samples as a guess of another tenant's takes, the time does not show even the \
-                     owner a cached piece of {} tokens, so no guess can read tenant {victim}'s prompt by it; a \
-                     median saving above {:.2} ms is ruled out (95%), and a channel needing more samples than {} a \
-                     guess is not",
-                    unjudged.join("; "),
-                    gains.len(),
-                    p.timing_step_tokens,
-                    median_upper_bound(&gains).max(0.0),
-                    gains.len()
-                )),
-                sizer.coverage,
-            ));
+    let theta = match Control::of(&gains) {
+        Control::Threshold(theta) => theta,
+        Control::Unseen { sooner, chance } => {
+            return unseen(p, &ctx, sizer, unjudged, &gains, &control_seqs, sooner, chance);
         }
-        let mut shown: Vec<String> = gains.iter().map(|g| format!("{g:.2}")).collect();
-        shown.dedup();
-        unjudged.push(format!(
-            "tenant {victim}'s own right guess at its first digit was sooner than a wrong one in {sooner} of {} \
-             pairs, more than chance makes it (p = {chance:.1e}), but not steadily by a margin a guess could be \
-             judged by (gains {} ms, transcript #{first_seq} to #{last_seq}): the time shows a cached piece of {} \
-             tokens only faintly here (noise near its prefill time; raise timing_step_tokens)",
-            gains.len(),
-            shown.join(", "),
-            p.timing_step_tokens
-        ));
-        return Ok(inconclusive(unjudged, sizer));
     };
     unjudged.clear();
     let control = format!(
@@ -267,58 +194,52 @@ pub(super) async fn extract(
         last_seq
     );
 
-    // 2. The thief guesses, position by position, a chain per guess.
-    let mut found = Guesses::default();
-    let mut undecided = 0u32;
-    let mut decided_none = 0u32;
-    'positions: while found.recovered.len() < secret.digits.len() {
-        let position = found.recovered.len();
-        let known = found.recovered.clone();
-        // The thief's own copy of the prompt up to the digit, so that its wrong
-        // guesses are new by one piece only, on any cache scope.
-        let primed = sizer.send_request(thief, &ask(thief, secret.prefix(&known)), false).await?;
-        if answered(&primed, &format!("tenant {thief}'s priming request"), &mut unjudged).is_none() {
-            return Ok(inconclusive(unjudged, sizer));
+    // 2. The thief guesses, position by position, a chain per guess, the search's
+    //    rule deciding which (`judge::extraction::Timed`, which `verify` replays).
+    let mut search = Timed::new(
+        secret.digits.len(),
+        secret.pieces[0].len(),
+        p.max_guesses,
+        p.timing_alpha,
+        theta,
+    );
+    let mut seqs = Vec::new();
+    let mut primed_at = None;
+    while let Some((position, digit, cut)) = search.next(|position| super::order(&ctx, position)) {
+        if spent(&sizer) + 3 > budget {
+            search.exhaust();
+            break;
         }
-        undecided = 0;
-        decided_none = 0;
-        for digit in super::order(&ctx, position) {
-            if found.guesses >= p.max_guesses || spent(&sizer) + 3 > budget {
-                found.exhausted = true;
-                break 'positions;
+        let known = search.recovered.clone();
+        if primed_at != Some(position) {
+            // The thief's own copy of the prompt up to the digit, so that its wrong
+            // guesses are new by one piece only, on any cache scope.
+            let primed = sizer.send_request(thief, &ask(thief, secret.prefix(&known)), false).await?;
+            if answered(&primed, &format!("tenant {thief}'s priming request"), &mut unjudged).is_none() {
+                return Ok(inconclusive(unjudged, sizer));
             }
-            found.guesses += 1;
-            let guess = char::from(b'0' + digit);
-            let baseline = char::from(b'a' + digit);
-            // Both sides of one coin: faster past the threshold in more than half the
-            // pairs (the control's right guess is, in five of six), or in fewer.
-            let mut test = SequentialTest::new(p.timing_alpha, 0.5);
-            let mut decision = Decision::Undecided;
-            for cut in 0..secret.pieces[position].len() {
-                if spent(&sizer) + 3 > budget {
-                    found.exhausted = true;
-                    break;
-                }
-                let who = format!("tenant {thief}'s guess {digit} at digit {}", position + 1);
-                let (pair, seq) = pair!(thief, &known, guess, baseline, cut, who);
-                found.seqs.push(seq);
-                found.pairs += 1;
-                decision = test.observe(pair.gain() > theta);
-                if decision != Decision::Undecided {
-                    break;
-                }
-            }
-            match decision {
-                Decision::Effect => {
-                    found.recovered.push(digit);
-                    continue 'positions;
-                }
-                Decision::NoEffect => decided_none += 1,
-                Decision::Undecided => undecided += 1,
-            }
+            primed_at = Some(position);
         }
-        break;
+        let who = format!("tenant {thief}'s guess {digit} at digit {}", position + 1);
+        let (pair, pair_seqs) = pair!(
+            thief,
+            &known,
+            char::from(b'0' + digit),
+            char::from(b'a' + digit),
+            cut,
+            who
+        );
+        seqs.extend(pair_seqs);
+        search.observe(pair.gain());
     }
+    let found = Guesses {
+        recovered: search.recovered.clone(),
+        guesses: search.guesses,
+        pairs: search.pairs,
+        seqs: seqs.iter().copied().step_by(2).collect(),
+        exhausted: search.exhausted,
+    };
+    let (undecided, decided_none) = (search.undecided, search.decided_none);
     let channel = format!(
         "the time of its own answers, the vendor reporting no reuse counter ({} pairs of a guess and a \
          baseline, a sequential test per guess at alpha {})",
@@ -346,9 +267,68 @@ pub(super) async fn extract(
     } else {
         Ok(control)
     };
-    // The timed search's pairs are not replayed by `verify` (see `judge::extraction`).
-    ctx.session.roles(ctx.case_id, &[("timed", found.seqs.clone())])?;
+    // `verify` replays the control and the guesses with the recorded times.
+    ctx.session
+        .roles(ctx.case_id, &[("timed-control", control_seqs), ("timed", seqs)])?;
     Ok(found.conclude(victim, thief, &secret.digits, &channel, whole.seq, rest, sizer))
+}
+
+/// The end of a timed search whose control showed no steady gain: a pass where the
+/// owner's right guess was sooner no more often than chance makes it (the time shows
+/// no reuse even to the owner), else inconclusive.
+#[allow(clippy::too_many_arguments)]
+fn unseen(
+    p: &ExtractionParams,
+    ctx: &Context<'_>,
+    sizer: Sizer<'_>,
+    mut unjudged: Vec<String>,
+    gains: &[f64],
+    control_seqs: &[u64],
+    sooner: usize,
+    chance: f64,
+) -> Result<Outcome, SessionError> {
+    let victim = ctx.session.tenant_labels()[0].to_owned();
+    let (first_seq, last_seq) = (
+        control_seqs.first().copied().unwrap_or(0),
+        control_seqs.last().copied().unwrap_or(0),
+    );
+    if chance > p.timing_alpha {
+        // No reuse the owner can see: the arms are exchangeable as far as these
+        // samples tell. A pass, with what it rules out.
+        ctx.session.roles(
+            ctx.case_id,
+            &[("timed-control", control_seqs.to_vec()), ("timed", Vec::new())],
+        )?;
+        return Ok(super::conclude(
+            Vec::new(),
+            Ok(format!(
+                "{}; tenant {victim}'s own right guess at its first digit was sooner than a wrong one in {sooner} of \
+                 {} pairs (transcript #{first_seq} to #{last_seq}), as often as chance makes it (p = {chance:.2}): \
+                 with as many samples as a guess of another tenant's takes, the time does not show even the \
+                 owner a cached piece of {} tokens, so no guess can read tenant {victim}'s prompt by it; a \
+                 median saving above {:.2} ms is ruled out (95%), and a channel needing more samples than {} a \
+                 guess is not",
+                unjudged.join("; "),
+                gains.len(),
+                p.timing_step_tokens,
+                median_upper_bound(gains).max(0.0),
+                gains.len()
+            )),
+            sizer.coverage,
+        ));
+    }
+    let mut shown: Vec<String> = gains.iter().map(|g| format!("{g:.2}")).collect();
+    shown.dedup();
+    unjudged.push(format!(
+        "tenant {victim}'s own right guess at its first digit was sooner than a wrong one in {sooner} of {} \
+         pairs, more than chance makes it (p = {chance:.1e}), but not steadily by a margin a guess could be \
+         judged by (gains {} ms, transcript #{first_seq} to #{last_seq}): the time shows a cached piece of {} \
+         tokens only faintly here (noise near its prefill time; raise timing_step_tokens)",
+        gains.len(),
+        shown.join(", "),
+        p.timing_step_tokens
+    ));
+    Ok(inconclusive(unjudged, sizer))
 }
 
 /// Whether pair `n` of the case sends its baseline first: drawn from the run secret,
@@ -385,27 +365,5 @@ fn draw(p: &ExtractionParams, ctx: &Context<'_>, sizer: &Sizer<'_>) -> Chained {
         document,
         pieces,
         tails,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::threshold;
-
-    #[test]
-    fn the_threshold_is_half_the_control_median_when_the_control_is_steady() {
-        let steady = [4.0, 5.0, 6.0, 5.0, 4.5, 5.5, 6.0, 5.0, 4.0, 5.0, 6.0, 5.0];
-        assert_eq!(threshold(&steady), Some(2.5));
-        // Two pairs of twelve may miss it (hiccups), three may not.
-        let mut hiccups = steady;
-        hiccups[3] = -1.0;
-        hiccups[7] = 0.1;
-        assert_eq!(threshold(&hiccups), Some(2.5));
-        hiccups[9] = 2.0;
-        assert_eq!(threshold(&hiccups), None);
-        // No gain, or noise around none, is no control.
-        assert_eq!(threshold(&[0.0; 8]), None);
-        assert_eq!(threshold(&[0.3, -0.2, 0.1, -0.4, 0.2, 0.0, -0.1, 0.4]), None);
-        assert_eq!(threshold(&[]), None);
     }
 }

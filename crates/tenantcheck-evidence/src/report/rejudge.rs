@@ -96,11 +96,7 @@ pub(super) fn case(
         "cache.response-reuse" => reuse(c, roles, kept)?,
         "context.boundary" => boundary(report, c, roles, kept, leaked)?,
         "context.recall" => recall(c, roles, kept)?,
-        "cache.prefix-extraction" => match extraction(c, roles, kept, secret)? {
-            Some(judgement) => judgement,
-            // The timed search: not replayed.
-            None => return Ok(false),
-        },
+        "cache.prefix-extraction" => extraction(c, roles, kept, secret)?,
         other => unreachable!("{other} is in KINDS without a re-judge"),
     };
     for (code, judged) in judgement.counts {
@@ -292,29 +288,34 @@ fn reuse(c: &CaseResult, roles: Option<&Roles>, kept: &Kept) -> Result<Judgement
 struct ExtractionParams {
     digits: u32,
     max_guesses: u32,
+    /// Pairs at most in a timed guess's chain.
+    timing_samples: Option<u32>,
+    /// The sequential test's alpha.
+    timing_alpha: Option<f64>,
 }
 
 /// Tenant b's search on the reuse counter, driven again with the counters of its
-/// guesses; `None` for the timed search, which is not replayed.
+/// guesses, or, where the case timed its guesses (role `timed`), replayed with their
+/// times ([`timed`]).
 fn extraction(
     c: &CaseResult,
     roles: Option<&Roles>,
     kept: &Kept,
     secret: &RunSecret,
-) -> Result<Option<Judgement>, VerifyError> {
+) -> Result<Judgement, VerifyError> {
     use crate::judge::extraction::{Search, digits, margin, order};
     let code = FindingCode::PrefixExtracted;
     let Some(roles) = roles else {
-        return Ok(Some(Judgement {
+        return Ok(Judgement {
             counts: vec![(code, 0)],
             decided: false,
-        }));
+        });
     };
-    if roles.contains_key("timed") {
-        return Ok(None);
-    }
     let p: ExtractionParams =
         serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+    if roles.contains_key("timed") {
+        return timed(c, roles, kept, secret, &p);
+    }
     let counter = |(seq, ex): (u64, &Exchange)| {
         ex.usage
             .and_then(|u| u.cached_tokens)
@@ -355,10 +356,94 @@ fn extraction(
         return Err(bad(&c.id, format!("#{seq} is a guess after the search ended")));
     }
     let extracted = !search.recovered.is_empty() && secret_digits.starts_with(&search.recovered);
-    Ok(Some(Judgement {
+    Ok(Judgement {
         counts: vec![(code, usize::from(extracted))],
         decided: extracted || (search.recovered.is_empty() && !search.exhausted),
-    }))
+    })
+}
+
+/// The timed search replayed: tenant a's control pairs (role `timed-control`, each a
+/// guess line and its baseline's) give the threshold, or, where they give none, a pass
+/// only when the owner's right guess was sooner no more often than chance makes it;
+/// tenant b's pairs (role `timed`) drive the search ([`crate::judge::extraction::Timed`])
+/// in their order, and must reach the same digits. Pairs that end before the search
+/// does are a budget that ended it.
+fn timed(
+    c: &CaseResult,
+    roles: &Roles,
+    kept: &Kept,
+    secret: &RunSecret,
+    p: &ExtractionParams,
+) -> Result<Judgement, VerifyError> {
+    use crate::judge::extraction::{Control, Timed, digits, order};
+    let code = FindingCode::PrefixExtracted;
+    let (Some(chain), Some(alpha)) = (p.timing_samples, p.timing_alpha) else {
+        return Err(bad(
+            &c.id,
+            "its params name no timing_samples or timing_alpha".to_owned(),
+        ));
+    };
+    // Each pair's gain: its baseline's time to the first answer less its guess's.
+    let gains = |role: &str| -> Result<Vec<f64>, VerifyError> {
+        let lines = lines(c, roles, role, kept)?;
+        if lines.len() % 2 != 0 {
+            return Err(bad(
+                &c.id,
+                format!("its role {role:?} names an odd number of lines, not pairs"),
+            ));
+        }
+        lines
+            .chunks(2)
+            .map(|pair| match pair {
+                [(_, g), (_, b)] if g.is_success() && b.is_success() => {
+                    Ok(b.timings.first_answer_ms() - g.timings.first_answer_ms())
+                }
+                [(seq, _), _] => Err(bad(&c.id, format!("the pair at #{seq} was not answered"))),
+                _ => unreachable!("chunks of two"),
+            })
+            .collect()
+    };
+    let control = gains("timed-control")?;
+    let guesses = gains("timed")?;
+    let theta = match Control::of(&control) {
+        Control::Threshold(theta) => theta,
+        Control::Unseen { chance, .. } => {
+            if !guesses.is_empty() {
+                return Err(bad(
+                    &c.id,
+                    "its control gave no threshold, and guesses were judged by one".to_owned(),
+                ));
+            }
+            return Ok(Judgement {
+                counts: vec![(code, 0)],
+                decided: chance > alpha,
+            });
+        }
+    };
+    let secret_digits = digits(secret, &c.id, p.digits);
+    let mut search = Timed::new(secret_digits.len(), chain as usize, p.max_guesses, alpha, theta);
+    let mut pairs = guesses.into_iter();
+    while search.next(|position| order(secret, &c.id, position)).is_some() {
+        match pairs.next() {
+            Some(gain) => search.observe(gain),
+            None => search.exhaust(),
+        }
+    }
+    if pairs.next().is_some() {
+        return Err(bad(
+            &c.id,
+            format!(
+                "its timed guesses go on past the end of the search ({} pairs)",
+                search.pairs
+            ),
+        ));
+    }
+    let extracted = !search.recovered.is_empty() && secret_digits.starts_with(&search.recovered);
+    Ok(Judgement {
+        counts: vec![(code, usize::from(extracted))],
+        decided: extracted
+            || (search.recovered.is_empty() && !search.exhausted && search.undecided == 0 && search.decided_none == 10),
+    })
 }
 
 /// The prompt past the context (role `past`): accepted, it is a finding. Each prompt
