@@ -252,7 +252,8 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         // request: where none does (absent or refused for everyone), the request need
         // not be running while they are asked.
         let open = answers.iter().any(|(_, key, sent)| key.as_deref() != Some(owner.as_str()) && answered(sent));
-        let retry = victim.exchange.is_success() && ran_for < asked_for && open && round < ROUNDS;
+        let ran = judge::in_flight(victim.seq, &answers.iter().map(|(_, _, s)| s.seq).collect::<Vec<_>>());
+        let retry = victim.exchange.is_success() && !ran && open && round < ROUNDS;
         let from = all.len();
         all.extend(answers);
         if !retry {
@@ -411,7 +412,11 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
             seen_by_owner.join(", ")
         )
     };
-    let in_flight = victim_ran_for >= asked_for;
+    // By the transcript's order, as `verify` judges it (`judge::metadata::in_flight`).
+    let in_flight = judge::in_flight(
+        victim.seq,
+        &answers[listed_from..].iter().map(|(_, _, s)| s.seq).collect::<Vec<_>>(),
+    );
     // The endpoints of the last round that answered another key or no key: only they
     // could have shown it a running request.
     let open: Vec<String> = answers[listed_from..]
@@ -434,9 +439,10 @@ pub async fn cross_tenant(p: &MetadataParams, ctx: Context<'_>) -> Result<Outcom
         ))
     } else if !in_flight && !open.is_empty() {
         Err(format!(
-            "tenant {owner}'s request ended after {:.0} ms, before the endpoints had all been asked ({:.0} ms): \
-             what {} would show of a running request is untested; asked: {}",
+            "tenant {owner}'s request ended after {:.0} ms (transcript #{}), before the endpoints had all been \
+             answered ({:.0} ms): what {} would show of a running request is untested; asked: {}",
             victim_ran_for.as_secs_f64() * 1e3,
+            victim.seq,
             asked_for.as_secs_f64() * 1e3,
             open.join(", "),
             listing.join("; ")

@@ -35,6 +35,14 @@ pub fn drawn(secret: &RunSecret, case: &str) -> Drawn {
     }
 }
 
+/// Whether tenant a's request (its line `victim`) ran while every endpoint of its round
+/// was asked (their lines `asked`): the transcript writes each line as its exchange
+/// ends, so a request whose line follows every answer's ended after the last of them,
+/// and it began before the first was asked. The run and `verify` read the same order.
+pub fn in_flight(victim: u64, asked: &[u64]) -> bool {
+    asked.iter().all(|&seq| seq < victim)
+}
+
 /// What one endpoint's answer to another key, or to none, is found to have done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Found {
@@ -84,6 +92,14 @@ pub fn endpoint_of<'e, E>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_request_ran_throughout_when_its_line_follows_every_answer_of_its_round() {
+        assert!(in_flight(20, &[12, 13, 19]));
+        assert!(!in_flight(15, &[12, 13, 19]));
+        // No answer to wait for: nothing it had to outlast.
+        assert!(in_flight(3, &[]));
+    }
     use super::*;
 
     fn answer(status: u16, body: &str) -> Exchange {

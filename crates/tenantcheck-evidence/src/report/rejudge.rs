@@ -235,8 +235,30 @@ fn metadata(
         }
     }
     let victims = lines(c, roles, "victim", kept)?;
-    let decided =
-        victims.last().is_some_and(|(_, ex)| ex.is_success()) && asked.iter().any(|(_, ex)| ex.status.is_some());
+    // Every round asks the same endpoints with the same keys: the last round's are the
+    // last of the lines. Where one of them answered another key or none, the request
+    // must have run while they were asked, by the transcript's order.
+    if victims.is_empty() || asked.len() % victims.len() != 0 {
+        return Err(bad(
+            &c.id,
+            format!(
+                "its roles name {} endpoint answers over {} rounds",
+                asked.len(),
+                victims.len()
+            ),
+        ));
+    }
+    let last_round = &asked[asked.len() - asked.len() / victims.len()..];
+    let open = last_round.iter().any(|(seq, ex)| {
+        kept.get(seq).map(|line| line.tenant.as_str()) != Some(owner)
+            && ex.status.is_some_and(|s| (200..300).contains(&s))
+    });
+    let ran = victims.last().is_some_and(|(victim, _)| {
+        crate::judge::metadata::in_flight(*victim, &last_round.iter().map(|(seq, _)| *seq).collect::<Vec<_>>())
+    });
+    let decided = victims.last().is_some_and(|(_, ex)| ex.is_success())
+        && asked.iter().any(|(_, ex)| ex.status.is_some())
+        && (ran || !open);
     Ok(Judgement {
         counts: vec![(codes[0], changed), (codes[1], exposed)],
         decided: decided || changed + exposed > 0,
