@@ -816,65 +816,6 @@ fn merge(opts: tenantcheck::merge::MergeOptions) -> u8 {
 }
 
 /// `tenantcheck verify` of a buyer's Verification Summary: its signature and fields,
-/// and whether the report beside it (if any) is the one it accepted.
-fn verify_svr(envelope: &Path, bytes: &[u8], key: &ed25519_dalek::VerifyingKey) -> u8 {
-    match tenantcheck::attestation::open_verification_summary(bytes, key, |check| say!("ok: {check}")) {
-        Ok((svr, report_digest)) => {
-            for p in &svr.properties {
-                say!("property: {}", inert(p, Sink::Terminal));
-            }
-            if let Some(report) = run_dir::existing_beside(envelope, run_dir::ENVELOPE_FILE) {
-                let beside = std::fs::read(&report).map(|b| tenantcheck_evidence::sha256_hex(&b));
-                if beside.as_deref().ok() != Some(report_digest.as_str()) {
-                    say!("FAILED: the summary is not about {}", report.display());
-                    tell!(
-                        "error: {} is about another report than {}",
-                        envelope.display(),
-                        report.display()
-                    );
-                    return exit::FAILED;
-                }
-                say!("ok: it is about {} (verify that report on its own)", report.display());
-            }
-            say!(
-                "verified: verification summary {} signed by {}: {} properties",
-                envelope.display(),
-                key::key_id(key),
-                svr.properties.len()
-            );
-            exit::SUCCESS
-        }
-        Err(e) => {
-            say!("FAILED: {e}");
-            tell!("error: {} does not verify: {e}", envelope.display());
-            exit::FAILED
-        }
-    }
-}
-
-/// `tenantcheck verify` of a merge summary.
-fn verify_summary(envelope: &Path, bytes: &[u8], key: &ed25519_dalek::VerifyingKey) -> u8 {
-    match tenantcheck::merge::verify(envelope, bytes, key, |check| say!("ok: {check}")) {
-        Ok(v) => {
-            let s = v.summary();
-            say!(
-                "verified: summary {} signed by {}: verdict {} ({}) over {}",
-                envelope.display(),
-                v.key_id(),
-                s.verdict.label(),
-                s.totals,
-                s.runs_in_words()
-            );
-            exit::SUCCESS
-        }
-        Err(e) => {
-            say!("FAILED: {e}");
-            tell!("error: {} does not verify: {e}", envelope.display());
-            exit::FAILED
-        }
-    }
-}
-
 /// What a buyer brings to `verify`: its policy and, to sign an acceptance, where the
 /// Verification Summary goes and the key that signs it.
 struct Buyer {
@@ -1163,55 +1104,25 @@ fn verify(
             return exit::SETUP_ERROR;
         }
     };
-    if tenantcheck::shard::is_summary(&bytes) {
-        return verify_summary(envelope, &bytes, &public);
-    }
-    match tenantcheck::attestation::claimed_predicate_type(&bytes).as_deref() {
-        Some(tenantcheck::attestation::SVR_TYPE) => return verify_svr(envelope, &bytes, &public),
-        Some(tenantcheck::attestation::TEST_RESULT_TYPE) => {
-            tell!(
-                "error: {} is a run's in-toto Test Result; verify the report beside it ({}), which checks both",
-                envelope.display(),
-                run_dir::ENVELOPE_FILE
-            );
-            return exit::SETUP_ERROR;
-        }
-        _ => {}
-    }
-    let transcript_path = match transcript {
-        Some(p) => Some(p.to_owned()),
-        None => run_dir::existing_beside(envelope, run_dir::TRANSCRIPT_FILE),
-    };
-    let transcript_bytes = match &transcript_path {
-        Some(p) => match std::fs::read(p) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                tell!("error: {}: {e}", p.display());
-                return exit::SETUP_ERROR;
-            }
-        },
-        None => None,
-    };
-    let result = report::verify(&bytes, &public, transcript_bytes.as_deref(), challenge, |check| {
-        say!("ok: {check}");
-    });
-    match result {
-        Ok(verified) => {
+    let beside = run_dir::Folder::of(envelope, transcript);
+    let opened = tenantcheck::document::open(&bytes, &public, &beside, challenge, |check| say!("ok: {check}"));
+    tell_opened(envelope, &bytes, &public, opened, policy)
+}
+
+/// What `verify` says of a document [`tenantcheck::document::open`] opened (or did
+/// not), and its exit code.
+fn tell_opened(
+    envelope: &Path,
+    bytes: &[u8],
+    public: &ed25519_dalek::VerifyingKey,
+    opened: Result<tenantcheck::document::Opened, tenantcheck::document::OpenError>,
+    policy: Option<&Buyer>,
+) -> u8 {
+    use tenantcheck::document::{OpenError, Opened};
+    match opened {
+        Ok(Opened::Report { verified, .. }) => {
             if verified.transcript().is_none() {
                 say!("not checked: the transcript (none beside the envelope; pass --transcript FILE)");
-            }
-            if let Some(path) = run_dir::existing_beside(envelope, run_dir::TEST_RESULT_FILE) {
-                let checked = std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| {
-                    tenantcheck::attestation::verify_test_result(&b, &public, &bytes, &verified, |check| {
-                        say!("ok: {check}")
-                    })
-                    .map_err(|e| e.to_string())
-                });
-                if let Err(e) = checked {
-                    say!("FAILED: {e}");
-                    tell!("error: {} does not verify: {e}", path.display());
-                    return exit::FAILED;
-                }
             }
             let r = verified.report();
             say!(
@@ -1220,7 +1131,51 @@ fn verify(
                 verified.key_id(),
                 r.verdict_line()
             );
-            judge_policy(r, verified.key_id(), &bytes, policy)
+            judge_policy(r, verified.key_id(), bytes, policy)
+        }
+        Ok(Opened::Summary(v)) => {
+            let s = v.summary();
+            say!(
+                "verified: summary {} signed by {}: verdict {} ({}) over {}",
+                envelope.display(),
+                v.key_id(),
+                s.verdict.label(),
+                s.totals,
+                s.runs_in_words()
+            );
+            exit::SUCCESS
+        }
+        Ok(Opened::VerificationSummary {
+            summary, about_beside, ..
+        }) => {
+            for p in &summary.properties {
+                say!("property: {}", inert(p, Sink::Terminal));
+            }
+            let report = run_dir::beside(envelope, run_dir::ENVELOPE_FILE);
+            match about_beside {
+                Some(false) => {
+                    say!("FAILED: the summary is not about {}", report.display());
+                    tell!(
+                        "error: {} is about another report than {}",
+                        envelope.display(),
+                        report.display()
+                    );
+                    return exit::FAILED;
+                }
+                Some(true) => say!("ok: it is about {} (verify that report on its own)", report.display()),
+                None => {}
+            }
+            say!(
+                "verified: verification summary {} signed by {}: {} properties",
+                envelope.display(),
+                key::key_id(public),
+                summary.properties.len()
+            );
+            exit::SUCCESS
+        }
+        Err(e @ (OpenError::TestResultAlone | OpenError::Beside(_))) => {
+            tell!("error: {}: {e}", envelope.display());
+            exit::SETUP_ERROR
         }
         Err(e) => {
             say!("FAILED: {e}");

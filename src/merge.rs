@@ -17,7 +17,7 @@
 
 use crate::report::{self, key};
 use crate::run_dir;
-use crate::shard::{self, SHARDS_DIR, SUMMARY_FILE, Shard, ShardRecord, Summary, VerifiedSummary};
+use crate::shard::{self, SHARDS_DIR, SUMMARY_FILE, Shard, Summary, VerifiedSummary};
 use ed25519_dalek::VerifyingKey;
 use std::path::{Path, PathBuf};
 
@@ -189,41 +189,26 @@ fn signer_among(envelope: &[u8], keys: &[VerifyingKey]) -> Option<VerifyingKey> 
 
 /// Verifies the summary at `envelope` with `key`: each report it names is read from the
 /// merge folder (its envelope, the transcript and the public key beside it) and
-/// verified in full, then the summary is re-derived from them.
+/// verified in full, then the summary is re-derived from them
+/// ([`crate::document::open`]).
 pub fn verify(
     envelope: &Path,
     bytes: &[u8],
     key: &VerifyingKey,
     on_check: impl FnMut(String),
 ) -> Result<VerifiedSummary, MergeFailure> {
-    let folder = envelope.parent().unwrap_or(Path::new("."));
-    let load = |record: &ShardRecord| -> Result<Shard, String> {
-        // Names come from the signed summary; only the layout merge writes is read.
-        let well_formed = record
-            .envelope
-            .strip_prefix(&format!("{SHARDS_DIR}/"))
-            .and_then(|rest| rest.strip_suffix(&format!("/{}", run_dir::ENVELOPE_FILE)))
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if !well_formed {
-            return Err(format!(
-                "not a name merge writes ({SHARDS_DIR}/NN/{})",
-                run_dir::ENVELOPE_FILE
-            ));
-        }
-        let path = folder.join(&record.envelope);
-        let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
-        let bytes = read(&path)?;
-        let transcript = read(&run_dir::beside(&path, run_dir::TRANSCRIPT_FILE))?;
-        let public = key::read_public(&run_dir::beside(&path, run_dir::PUBLIC_KEY_FILE)).map_err(|e| e.to_string())?;
-        let verified = report::verify(&bytes, &public, Some(&transcript), None, |_| {})
-            .map_err(|e| format!("does not verify: {e}"))?;
-        Ok(Shard {
-            name: record.envelope.clone(),
-            sha256: crate::sha256_hex(&bytes),
-            verified,
-        })
-    };
-    shard::verify_summary(bytes, key, load, on_check).map_err(|e| MergeFailure::Refused(e.to_string()))
+    use crate::document::{Kind, Opened, open};
+    if Kind::of(bytes) != Kind::Summary {
+        return Err(MergeFailure::Refused(format!(
+            "{} is not a merge summary",
+            envelope.display()
+        )));
+    }
+    match open(bytes, key, &run_dir::Folder::of(envelope, None), None, on_check) {
+        Ok(Opened::Summary(verified)) => Ok(*verified),
+        Ok(_) => unreachable!("a summary opens as a summary"),
+        Err(e) => Err(MergeFailure::Refused(e.to_string())),
+    }
 }
 
 /// The summary as text: one line per run, then one per case.

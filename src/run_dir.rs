@@ -86,6 +86,53 @@ pub fn read(dir: &Path, name: &str) -> Result<Vec<u8>, RunDirError> {
     })
 }
 
+/// The files beside a signed document on disk, as [`crate::document::open`] reads
+/// them: those of the document's folder, paths `/`-separated under it, and a transcript
+/// given elsewhere (`verify --transcript FILE`) in place of the one beside it.
+pub struct Folder {
+    dir: PathBuf,
+    transcript: Option<PathBuf>,
+}
+
+impl Folder {
+    /// The folder of the document at `envelope`, the transcript at `transcript` where
+    /// given.
+    pub fn of(envelope: &Path, transcript: Option<&Path>) -> Folder {
+        Folder {
+            dir: envelope.parent().unwrap_or(Path::new(".")).to_owned(),
+            transcript: transcript.map(Path::to_owned),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        match &self.transcript {
+            Some(t) if name == TRANSCRIPT_FILE => t.clone(),
+            _ => name.split('/').fold(self.dir.clone(), |p, part| p.join(part)),
+        }
+    }
+}
+
+impl crate::document::Beside for Folder {
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        let path = self.path(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            // A file not there is absent, but not a transcript the user named.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && !(name == TRANSCRIPT_FILE && self.transcript.is_some()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    fn public_key(&self, name: &str) -> Result<ed25519_dalek::VerifyingKey, String> {
+        crate::report::key::read_public(&self.path(name)).map_err(|e| e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,7 @@
 
 pub mod attestation;
 pub mod canary;
+pub mod document;
 pub mod exchange;
 pub mod judge;
 pub mod nodes;

@@ -129,3 +129,79 @@ fn a_changed_answer_in_the_transcript_is_refused() {
     let result = report::verify(&envelope, &public_key("stale-pages"), Some(&changed), None, |_| {});
     assert!(result.is_err(), "a changed answer byte must not verify");
 }
+
+/// The example run folders, read as `document::open` reads any folder.
+struct Example(&'static str);
+
+impl tenantcheck_evidence::document::Beside for Example {
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../reports/examples")
+            .join(self.0)
+            .join(name);
+        Ok(std::fs::read(path).ok())
+    }
+
+    fn public_key(&self, _: &str) -> Result<ed25519_dalek::VerifyingKey, String> {
+        Ok(public_key(self.0))
+    }
+}
+
+#[test]
+fn one_opener_verifies_a_report_with_its_test_result_and_refuses_a_test_result_alone() {
+    use tenantcheck_evidence::document::{Kind, OpenError, Opened, open};
+    for name in ["healthy", "stale-pages"] {
+        let envelope = example(name, report::ENVELOPE_FILE);
+        assert_eq!(Kind::of(&envelope), Kind::Report);
+        match open(&envelope, &public_key(name), &Example(name), None, |_| {}) {
+            Ok(Opened::Report { verified, test_result }) => {
+                assert!(
+                    verified.transcript().is_some(),
+                    "{name}: the transcript beside it was read"
+                );
+                assert!(test_result.is_some(), "{name}: the Test Result beside it was checked");
+            }
+            Ok(_) => panic!("{name}: a report opened as something else"),
+            Err(e) => panic!("{name}: {e}"),
+        }
+        // Nothing beside it: the signature and the report alone, no transcript.
+        match open(
+            &envelope,
+            &public_key(name),
+            &tenantcheck_evidence::document::Nothing,
+            None,
+            |_| {},
+        ) {
+            Ok(Opened::Report { verified, test_result }) => {
+                assert!(verified.transcript().is_none() && test_result.is_none(), "{name}");
+            }
+            _ => panic!("{name}: the report alone verifies"),
+        }
+        let result = example(name, attestation::TEST_RESULT_FILE);
+        assert_eq!(Kind::of(&result), Kind::TestResult);
+        assert!(matches!(
+            open(&result, &public_key(name), &Example(name), None, |_| {}),
+            Err(OpenError::TestResultAlone)
+        ));
+    }
+    // A Test Result of another run beside a report is refused with the report.
+    struct Swapped;
+    impl tenantcheck_evidence::document::Beside for Swapped {
+        fn read(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+            let from = if name == attestation::TEST_RESULT_FILE {
+                "stale-pages"
+            } else {
+                "healthy"
+            };
+            Example(from).read(name)
+        }
+        fn public_key(&self, _: &str) -> Result<ed25519_dalek::VerifyingKey, String> {
+            Ok(public_key("healthy"))
+        }
+    }
+    let envelope = example("healthy", report::ENVELOPE_FILE);
+    assert!(matches!(
+        open(&envelope, &public_key("healthy"), &Swapped, None, |_| {}),
+        Err(OpenError::TestResult(_))
+    ));
+}
