@@ -28,8 +28,9 @@ use crate::report::{
     CaseReport, ENVELOPE_FILE, HTML_FILE, Interruption, JUNIT_FILE, MARKDOWN_FILE, RateLimits, Refused, Report,
     RunSecretRecord, SuiteFile, SuiteRecord, TRANSCRIPT_FILE, ToolInfo, Totals, TranscriptRecord, VendorRecord,
 };
-use crate::resume::{Resumed, watch_signals};
+use crate::resume::Resumed;
 use crate::session::Session;
+use crate::signal::watch_signals;
 use crate::sim::{SimConfig, SimServer};
 use crate::suite::{Suite, SuiteError};
 use crate::transcript::{Header, Transcript};

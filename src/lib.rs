@@ -50,6 +50,7 @@ pub mod resume;
 pub mod run_dir;
 pub mod schema;
 pub mod session;
+pub mod signal;
 pub mod suite;
 pub mod transcript;
 pub mod vendor;

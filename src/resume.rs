@@ -1,14 +1,10 @@
-//! Interrupted runs: the signals that stop one cleanly, and `run --resume DIR`, which
-//! continues it.
-//!
-//! The first SIGINT or SIGTERM stops sending (requests in flight get
-//! [`IN_FLIGHT_GRACE`](crate::session::IN_FLIGHT_GRACE)); the run then writes an
-//! incomplete signed report naming the unfinished cases. `--resume` verifies that
+//! Interrupted runs: `run --resume DIR`, which continues one that a signal
+//! ([`crate::signal`]) or a budget stopped with an incomplete signed report naming
+//! the unfinished cases. `--resume` verifies that
 //! report with its transcript and key, runs exactly the unfinished cases again on the
 //! same run secret, appends to the same transcript (after a `resume` line), and signs
 //! one report over both parts.
 
-use crate::exit;
 use crate::report::{Report, key};
 use crate::run_dir::{self, RunDirError};
 use crate::session::Session;
@@ -101,40 +97,4 @@ impl Resumed {
         }
         Ok(())
     }
-}
-
-/// Catches SIGINT and SIGTERM: the first sets the returned flag to the signal's name
-/// (the session sends nothing more, the run writes an incomplete report), the second
-/// ends the process at once with [`exit::INTERRUPTED`].
-pub fn watch_signals(runtime: &tokio::runtime::Runtime) -> tokio::sync::watch::Receiver<Option<&'static str>> {
-    let (tx, rx) = tokio::sync::watch::channel(None);
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        // Registered before this returns, so that no signal from here on kills the run.
-        let signals = runtime.block_on(async { (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) });
-        if let (Ok(mut int), Ok(mut term)) = signals {
-            runtime.spawn(async move {
-                let name = tokio::select! {
-                    _ = int.recv() => "SIGINT",
-                    _ = term.recv() => "SIGTERM",
-                };
-                let _ = tx.send(Some(name));
-                eprintln!(
-                    "\n{name}: sending stops; requests in flight get {} s; an incomplete signed report follows ({name} again ends at once)",
-                    crate::session::IN_FLIGHT_GRACE.as_secs()
-                );
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                }
-                std::process::exit(i32::from(exit::INTERRUPTED));
-            });
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (runtime, tx);
-    }
-    rx
 }
