@@ -77,7 +77,7 @@ pub struct RunOptions {
     pub previous: Option<PathBuf>,
     /// The share of the suite to run (`--partition INDEX/COUNT`); the other shares'
     /// cases are skipped, and `tenantcheck merge` joins the shares' reports.
-    pub partition: Option<crate::shard::Partition>,
+    pub partition: Option<crate::partition::Partition>,
     /// libtest-mimic's arguments (filter, `--list`, `--exact`, `--skip`, …).
     pub trials: Arguments,
 }
@@ -102,14 +102,14 @@ fn previous_report(path: &Path) -> Result<crate::report::PreviousReport, Harness
 /// libtest-mimic selects trials) and the share.
 fn selection(
     suite: &crate::suite::Suite,
-    partition: Option<crate::shard::Partition>,
+    partition: Option<crate::partition::Partition>,
     trials: &Arguments,
 ) -> Option<crate::report::Selection> {
     let selected = suite
         .cases
         .iter()
         .enumerate()
-        .filter(|(position, c)| crate::shard::Partition::in_share(partition, *position) && selected(trials, &c.id))
+        .filter(|(position, c)| crate::partition::Partition::in_share(partition, *position) && selected(trials, &c.id))
         .count();
     (selected < suite.cases.len()).then(|| crate::report::Selection {
         filter: trials.filter.clone(),
@@ -373,12 +373,12 @@ fn rescan(resumed: &Resumed, session: &Session, transcript_path: &Path) -> Resul
 }
 
 /// `--list`: the cases of this share, as libtest lists tests.
-fn list(suite: &Suite, partition: Option<crate::shard::Partition>, args: &Arguments) -> RunResult {
+fn list(suite: &Suite, partition: Option<crate::partition::Partition>, args: &Arguments) -> RunResult {
     let trials = suite
         .cases
         .iter()
         .enumerate()
-        .filter(|(position, _)| crate::shard::Partition::in_share(partition, *position))
+        .filter(|(position, _)| crate::partition::Partition::in_share(partition, *position))
         .map(|(_, c)| Trial::test(c.id.clone(), || Ok(())).with_kind(c.threat.to_string()))
         .collect();
     let _ = libtest_mimic::run(args, trials);
@@ -545,7 +545,7 @@ struct Ran {
 /// next, or when, from a fixed script.
 fn trials(
     suite: &Suite,
-    partition: Option<crate::shard::Partition>,
+    partition: Option<crate::partition::Partition>,
     resumed: Option<&Resumed>,
     secret: &RunSecret,
     ran: &Ran,
@@ -554,7 +554,7 @@ fn trials(
         .cases
         .iter()
         .enumerate()
-        .filter(|(position, _)| crate::shard::Partition::in_share(partition, *position))
+        .filter(|(position, _)| crate::partition::Partition::in_share(partition, *position))
         .map(|(_, c)| c)
         .filter(|c| resumed.is_none_or(|r| r.unfinished.contains(&c.id)))
         .collect();
@@ -676,7 +676,7 @@ fn run_trials(args: &Arguments, trials: Vec<Trial>, events: &Events) {
 struct Assembly<'a> {
     opts: &'a RunOptions,
     inputs: Inputs,
-    partition: Option<crate::shard::Partition>,
+    partition: Option<crate::partition::Partition>,
     resumed: Option<&'a Resumed>,
     previous: Option<crate::report::PreviousReport>,
     drawn: Drawn,

@@ -212,7 +212,7 @@ struct RunArgs {
     /// CI matrix, a Kubernetes Indexed Job), then join their reports with
     /// `tenantcheck merge`.
     #[arg(long, value_name = "INDEX/COUNT", conflicts_with = "resume")]
-    partition: Option<tenantcheck::shard::Partition>,
+    partition: Option<tenantcheck::partition::Partition>,
     #[command(flatten)]
     trials: libtest_mimic::Arguments,
 }

@@ -94,7 +94,7 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
             sent: session.spent(),
             at_most: None,
         });
-        let in_share = |position: usize| crate::shard::Partition::in_share(opts.partition, position);
+        let in_share = |position: usize| crate::partition::Partition::in_share(opts.partition, position);
         for (_, case) in suite
             .cases
             .iter()

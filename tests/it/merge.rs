@@ -5,8 +5,9 @@
 use crate::common::{Sim, TempDir, output, tenantcheck, verified};
 use std::path::{Path, PathBuf};
 use tenantcheck::outcome::Verdict;
+use tenantcheck::partition::Partition;
 use tenantcheck::report::key;
-use tenantcheck::shard::{Partition, SUMMARY_FILE};
+use tenantcheck::shard::SUMMARY_FILE;
 
 const KEY_A: &str = "merge-key-a-0001";
 const KEY_B: &str = "merge-key-b-0001";

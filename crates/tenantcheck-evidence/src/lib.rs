@@ -45,6 +45,7 @@ pub mod exchange;
 pub mod judge;
 pub mod nodes;
 pub mod outcome;
+pub mod partition;
 pub mod passage;
 pub mod policy;
 pub mod profile;

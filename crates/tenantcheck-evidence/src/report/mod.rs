@@ -111,7 +111,7 @@ pub struct Report {
     /// of the other shares are skipped here, and `tenantcheck merge` joins the shares'
     /// reports into one signed summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition: Option<crate::shard::Partition>,
+    pub partition: Option<crate::partition::Partition>,
     /// Set when the run selected only some of the suite's cases (a filter, `--skip`, a
     /// share of a partition): the others are `skipped`, and the verdict speaks for the
     /// selection alone.
