@@ -72,9 +72,9 @@
 //!
 //! A stretch is taken as one piece of the owner's text (its shingles were matched in
 //! the owner's order, no more than a window apart). The two draws are independent, so
-//! the bound is their product. Every other word
-//! counts for nothing: a hit whose words are all ordinary ones (a customer's name that
-//! both tenants' pools hold) states a chance of 1, no bound, and rests on rule 2 alone.
+//! the bound is their product. Every other word counts for nothing: a hit whose words
+//! are all ordinary ones (a customer's name that both tenants' pools hold) states a
+//! chance of 1, no bound, and rests on rule 2 alone.
 
 use std::collections::{HashMap, HashSet};
 use unicode_normalization::UnicodeNormalization;
@@ -546,9 +546,9 @@ impl Provenance {
     }
 }
 
-/// The covered digits that stand in runs of at least [`RANDOM_DIGIT_RUN`] digits in a
-/// row (the run counted whole where it is covered in part: its other digits were read
-/// as the owner's too or not at all, and only covered ones are counted).
+/// The covered digits of the field that stand in a run of at least
+/// [`RANDOM_DIGIT_RUN`] digits in a row (a run covered in part counts its covered
+/// digits only).
 fn random_digits(said: &[Span], covered: &std::collections::BTreeSet<usize>) -> usize {
     let mut counted = 0;
     let mut at = 0;
@@ -567,8 +567,9 @@ fn random_digits(said: &[Span], covered: &std::collections::BTreeSet<usize>) -> 
 }
 
 /// The bound of [the rules](self#the-chance-of-a-coincidence): `marks` of the owner's
-/// invented names among `words` distinct words a mark could be, and `digits` of the owner's random
-/// digits in its order, with `field_digits` digits in the field and `owner_digits` sent.
+/// invented names among `words` distinct words a mark could be, and `digits` of the
+/// owner's random digits in its order, with `field_digits` digits in the field and
+/// `owner_digits` sent.
 pub fn chance_of(words: usize, marks: usize, field_digits: usize, owner_digits: u64, digits: usize) -> f64 {
     let p = crate::canary::MARKS_PER_TENANT as f64 / crate::canary::MARK_WORDS as f64;
     // ln C(n, m) + m ln p, in logarithms: n may be thousands.
