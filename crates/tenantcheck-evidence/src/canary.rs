@@ -283,9 +283,26 @@ impl Needle {
         format!("What is the value of {}?", self.key)
     }
 
-    /// Whether `answer` recalls it.
+    /// Whether `answer` recalls it: its value, or the value's number alone (the part
+    /// the run secret draws, four digits: a weak model that writes `2415` for
+    /// `numbered-2415` has read the fact, and an answer to a prompt whose fact was
+    /// dropped holds those four digits by chance about once in ten thousand).
     pub fn recalled_in(&self, answer: &str) -> bool {
-        answer.to_lowercase().contains(&self.value.to_lowercase())
+        if answer.to_lowercase().contains(&self.value.to_lowercase()) {
+            return true;
+        }
+        let Some((_, number)) = self.value.rsplit_once('-') else {
+            return false;
+        };
+        if number.len() < 4 || !number.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        // The number as a whole number of the answer, not part of a longer one.
+        answer.match_indices(number).any(|(at, _)| {
+            let before = answer[..at].chars().next_back();
+            let after = answer[at + number.len()..].chars().next();
+            !before.is_some_and(|c| c.is_ascii_digit()) && !after.is_some_and(|c| c.is_ascii_digit())
+        })
     }
 
     /// The facts `text` states, in the order it states them: each "The value of KEY
@@ -772,6 +789,22 @@ mod tests {
         );
         assert_eq!(Needle::stated_in(&prompt), vec![a, b]);
         assert!(Needle::stated_in("The value of two words is x.").is_empty());
+    }
+
+    #[test]
+    fn a_fact_is_recalled_by_its_value_or_the_number_the_secret_drew_for_it() {
+        let n = Needle {
+            key: "card-2241".into(),
+            value: "numbered-2415".into(),
+        };
+        assert!(n.recalled_in("It is NUMBERED-2415."));
+        // A weak model that drops the word keeps the number: it read the fact.
+        assert!(n.recalled_in("The value of card-2241 is 2415."));
+        // The key's number, a longer number, or the value cut short are not it.
+        assert!(!n.recalled_in("What is the value of card-2241?"));
+        assert!(!n.recalled_in("The total is 124150."));
+        assert!(!n.recalled_in("1. The value of card-2241 is numbered-24"));
+        assert!(!n.recalled_in("The value of card-2241 is 919"));
     }
 
     #[test]
