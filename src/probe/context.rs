@@ -746,7 +746,7 @@ impl Search<'_> {
                 .collect();
         }
         let needle = &stated[0];
-        let recalled = sent.exchange.is_success() && needle.recalled_in(&sent.exchange.content);
+        let recalled = sent.exchange.is_success() && needle.seen_in(&sent.exchange.content);
         let leaked = self.scan(
             &sent,
             if recalled {

@@ -283,12 +283,19 @@ impl Needle {
         format!("What is the value of {}?", self.key)
     }
 
-    /// Whether `answer` recalls it: its value, or the value's number alone (the part
-    /// the run secret draws, four digits: a weak model that writes `2415` for
-    /// `numbered-2415` has read the fact, and an answer to a prompt whose fact was
-    /// dropped holds those four digits by chance about once in ten thousand).
+    /// Whether `answer` recalls it: its value, as stated.
     pub fn recalled_in(&self, answer: &str) -> bool {
-        if answer.to_lowercase().contains(&self.value.to_lowercase()) {
+        answer.to_lowercase().contains(&self.value.to_lowercase())
+    }
+
+    /// Whether `answer` shows the fact was read: its value, or the value's number alone
+    /// (the part the run secret draws, four digits: a weak model that writes `2415`
+    /// for `numbered-2415` has read the fact, and an answer to a prompt whose fact was
+    /// dropped holds those four digits by chance about once in ten thousand). What a
+    /// prompt at length is judged by; a short baseline must recall the value itself
+    /// ([`Needle::recalled_in`]), so that a model is shown able before its losses count.
+    pub fn seen_in(&self, answer: &str) -> bool {
+        if self.recalled_in(answer) {
             return true;
         }
         let Some((_, number)) = self.value.rsplit_once('-') else {
@@ -792,19 +799,25 @@ mod tests {
     }
 
     #[test]
-    fn a_fact_is_recalled_by_its_value_or_the_number_the_secret_drew_for_it() {
+    fn a_fact_is_recalled_by_its_value_and_seen_by_the_number_the_secret_drew_for_it() {
         let n = Needle {
             key: "card-2241".into(),
             value: "numbered-2415".into(),
         };
-        assert!(n.recalled_in("It is NUMBERED-2415."));
-        // A weak model that drops the word keeps the number: it read the fact.
-        assert!(n.recalled_in("The value of card-2241 is 2415."));
+        assert!(n.recalled_in("It is NUMBERED-2415.") && n.seen_in("It is NUMBERED-2415."));
+        // A weak model that drops the word keeps the number: it read the fact, but
+        // did not recall it as stated.
+        assert!(n.seen_in("The value of card-2241 is 2415."));
+        assert!(!n.recalled_in("The value of card-2241 is 2415."));
         // The key's number, a longer number, or the value cut short are not it.
-        assert!(!n.recalled_in("What is the value of card-2241?"));
-        assert!(!n.recalled_in("The total is 124150."));
-        assert!(!n.recalled_in("1. The value of card-2241 is numbered-24"));
-        assert!(!n.recalled_in("The value of card-2241 is 919"));
+        for answer in [
+            "What is the value of card-2241?",
+            "The total is 124150.",
+            "1. The value of card-2241 is numbered-24",
+            "The value of card-2241 is 919",
+        ] {
+            assert!(!n.seen_in(answer) && !n.recalled_in(answer), "{answer}");
+        }
     }
 
     #[test]

@@ -30,13 +30,14 @@ pub enum Processed {
     Unknown,
 }
 
-/// The boundary's fold over its prompts: each judged by the fact at its start. The
-/// first, the short baseline, shows whether the model can do the task at all: only
-/// when it recalled every fact its prompt stated (a model that recalls one fact in
-/// three at 256 tokens recalls one now and then, and its losses at length say nothing
-/// of the vendor). After such a baseline, a prompt answered 200 without the fact at its
-/// start lost it (a `NeedleLost` finding). An answer holding another tenant's canary is
-/// processed wrongly, and that is its finding instead.
+/// The boundary's fold over its prompts: each judged by the fact at its start, kept
+/// where its answer shows it was read ([`Needle::seen_in`]). The first, the short
+/// baseline, shows whether the model can do the task at all: only when it recalled
+/// every fact its prompt stated, as stated ([`Needle::recalled_in`]; a model that
+/// recalls one fact in three at 256 tokens recalls one now and then, and its losses at
+/// length say nothing of the vendor). After such a baseline, a prompt answered 200
+/// without the fact at its start lost it (a `NeedleLost` finding). An answer holding
+/// another tenant's canary is processed wrongly, and that is its finding instead.
 #[derive(Clone, Debug, Default)]
 pub struct Boundary {
     baseline_ok: Option<bool>,
@@ -50,7 +51,8 @@ impl Boundary {
     /// returns how it was processed and whether it lost its fact.
     pub fn judge(&mut self, seq: u64, ex: &Exchange, facts: &[Needle], leaked: bool) -> (Processed, bool) {
         let recalled = |n: &Needle| ex.is_success() && n.recalled_in(&ex.content);
-        let at_start = facts.first().is_some_and(recalled);
+        let seen = |n: &Needle| ex.is_success() && n.seen_in(&ex.content);
+        let at_start = facts.first().is_some_and(seen);
         let how = if leaked || (ex.is_success() && !at_start) {
             Processed::Wrongly
         } else if ex.is_success() {
@@ -76,9 +78,10 @@ impl Boundary {
     }
 }
 
-/// Recall's fold over its prompts: the short baseline must recall every fact; a later
-/// prompt answered 200 that misses any, after that, lost them. A prompt not answered
-/// 200 is not exercised.
+/// Recall's fold over its prompts: the short baseline must recall every fact as stated
+/// ([`Needle::recalled_in`]); a later prompt answered 200 that shows no sign of one
+/// ([`Needle::seen_in`]), after that, lost it. A prompt not answered 200 is not
+/// exercised.
 #[derive(Clone, Debug, Default)]
 pub struct Recall {
     seen: usize,
@@ -95,10 +98,19 @@ impl Recall {
     /// Judges the prompt at `seq` stating `facts`; returns the places of the facts lost
     /// (all where it was not answered 200), and whether it was exercised.
     pub fn judge(&mut self, seq: u64, ex: &Exchange, facts: &[Needle]) -> (Vec<usize>, bool) {
-        let lost: Vec<usize> = (0..facts.len())
-            .filter(|&i| !ex.is_success() || !facts[i].recalled_in(&ex.content))
-            .collect();
         let first = self.seen == 0;
+        // The baseline must recall every value as stated; a prompt at length loses
+        // only the facts its answer shows no sign of (`Needle::seen_in`).
+        let kept = |n: &Needle| {
+            if first {
+                n.recalled_in(&ex.content)
+            } else {
+                n.seen_in(&ex.content)
+            }
+        };
+        let lost: Vec<usize> = (0..facts.len())
+            .filter(|&i| !ex.is_success() || !kept(&facts[i]))
+            .collect();
         self.seen += 1;
         if first {
             self.baseline_ok = Some(ex.is_success() && lost.is_empty());
@@ -276,6 +288,33 @@ mod tests {
             exact: false,
         };
         assert!(!estimate.shifted(1000) && estimate.shifted(980));
+    }
+
+    #[test]
+    fn a_baseline_recalls_values_as_stated_and_a_prompt_at_length_keeps_what_it_shows_it_read() {
+        // SmolLM2-135M on llama.cpp: each value's number without its word at 256
+        // tokens, then numbers of its own at 997: no baseline, so no loss.
+        let facts = [needle("small-1959"), needle("urgent-5669")];
+        let mut r = Recall::default();
+        r.judge(1, &answer(200, "It is 1959. It is 5669."), &facts);
+        assert_eq!(r.baseline_ok, Some(false));
+        r.judge(2, &answer(200, "It is 1000. It is 200."), &facts);
+        assert!(r.lost.is_empty());
+        // After a baseline that recalled them as stated, the numbers alone keep them.
+        let mut r = Recall::default();
+        r.judge(1, &answer(200, "small-1959 and urgent-5669"), &facts);
+        assert_eq!(r.judge(2, &answer(200, "1959, 5669"), &facts), (vec![], true));
+        assert_eq!(r.judge(3, &answer(200, "1959, 200"), &facts), (vec![1], true));
+        // The boundary likewise: the number of the fact at the start is that fact.
+        let mut b = Boundary::default();
+        b.judge(1, &answer(200, "2415"), &[needle("numbered-2415")], false);
+        assert!(!b.baseline_ok());
+        let mut b = Boundary::default();
+        b.judge(1, &answer(200, "numbered-2415"), &[needle("numbered-2415")], false);
+        assert_eq!(
+            b.judge(2, &answer(200, "It is 2415."), &[needle("numbered-2415")], false),
+            (Processed::Correctly, false)
+        );
     }
 
     #[test]
