@@ -1,6 +1,8 @@
-//! [`RunEvent`]: what happens during a run, as the session and the harness report it,
-//! and the [`Observer`]s that consume it (the progress line, the collected outcomes
-//! the report is built from). The code that runs cases never prints: it emits events.
+//! [`RunEvent`]: what happens during a run, as the session, the signal watcher and the
+//! harness report it, and the [`Observer`]s that consume it (the progress line, the
+//! trial lines, and the [`Ending`] the report is built from: each case's outcome, the
+//! cases left unfinished, why the run stopped). The code that runs cases never prints:
+//! it emits events.
 
 use crate::outcome::Outcome;
 use std::collections::BTreeMap;
@@ -37,8 +39,29 @@ pub enum RunEvent<'a> {
         /// How it ended.
         outcome: &'a Outcome,
     },
+    /// The run stopped sending before its cases were done: no request is made after
+    /// it. Told once per kind of stop, as it happens.
+    Stopped {
+        /// Why.
+        stop: &'a Stop,
+    },
+    /// A case the stop left unfinished: never run, or cut short without failing. A
+    /// resumed run (`run --resume`) runs it again.
+    Unfinished {
+        /// Its id.
+        case: &'a str,
+    },
     /// Every case has ended.
     Finished,
+}
+
+/// Why a run stopped sending before its cases were done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// A signal (`SIGINT`, `SIGTERM`), by name.
+    Interrupted(&'static str),
+    /// The vendor refused a run of requests that should have succeeded.
+    Refused(crate::report::Refusal),
 }
 
 /// Something that consumes a run's events. Called from the threads that run cases, so
@@ -132,24 +155,51 @@ impl Observer for TrialLines {
     }
 }
 
-/// The outcomes of the cases that finished, by id: what the report is built from.
-#[derive(Default)]
-pub struct Outcomes(Mutex<BTreeMap<String, Outcome>>);
+/// How the run's cases ended, as the events told it: what the report is built from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ending {
+    /// The outcome of each case that ended, by id.
+    pub outcomes: BTreeMap<String, Outcome>,
+    /// The cases the stop left unfinished.
+    pub unfinished: std::collections::BTreeSet<String>,
+    /// The signal that interrupted the run, and when (RFC 3339).
+    pub interrupted: Option<(&'static str, String)>,
+    /// The vendor's refusals that stopped the run, and when (RFC 3339).
+    pub refused: Option<(crate::report::Refusal, String)>,
+}
 
-impl Outcomes {
-    /// Takes the outcomes collected so far.
-    pub fn take(&self) -> BTreeMap<String, Outcome> {
-        std::mem::take(&mut *self.0.lock().expect("outcomes lock poisoned"))
+/// Collects the [`Ending`] from the events.
+#[derive(Default)]
+pub struct Endings(Mutex<Ending>);
+
+impl Endings {
+    /// Takes what was collected so far.
+    pub fn take(&self) -> Ending {
+        std::mem::take(&mut *self.0.lock().expect("endings lock poisoned"))
     }
 }
 
-impl Observer for Outcomes {
+impl Observer for Endings {
     fn on(&self, event: &RunEvent<'_>) {
-        if let RunEvent::CaseFinished { case, outcome } = *event {
-            self.0
-                .lock()
-                .expect("outcomes lock poisoned")
-                .insert(case.to_owned(), outcome.clone());
+        let mut ending = self.0.lock().expect("endings lock poisoned");
+        match *event {
+            RunEvent::CaseFinished { case, outcome } => {
+                ending.outcomes.insert(case.to_owned(), outcome.clone());
+            }
+            RunEvent::Unfinished { case } => {
+                ending.unfinished.insert(case.to_owned());
+            }
+            RunEvent::Stopped { stop } => match stop {
+                Stop::Interrupted(signal) => {
+                    ending.interrupted.get_or_insert_with(|| (signal, crate::now_rfc3339()));
+                }
+                Stop::Refused(refusal) => {
+                    ending
+                        .refused
+                        .get_or_insert_with(|| (refusal.clone(), crate::now_rfc3339()));
+                }
+            },
+            _ => {}
         }
     }
 }
@@ -178,19 +228,38 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn the_outcomes_are_what_the_finished_events_said() {
-        let outcomes = Arc::new(Outcomes::default());
-        let all = Fanout(vec![outcomes.clone(), Arc::new(Nobody)]);
+    fn the_ending_is_what_the_events_said() {
+        let endings = Arc::new(Endings::default());
+        let all = Fanout(vec![endings.clone(), Arc::new(Nobody)]);
         let pass = Outcome::skipped("not selected");
+        let refusal = crate::report::Refusal {
+            tenant: "a".into(),
+            status: 401,
+            count: 1,
+            last_seq: 7,
+        };
         all.on(&RunEvent::CaseStarted { case: "a.b" });
         all.on(&RunEvent::CaseFinished {
             case: "a.b",
             outcome: &pass,
         });
+        all.on(&RunEvent::Stopped {
+            stop: &Stop::Refused(refusal.clone()),
+        });
+        all.on(&RunEvent::Stopped {
+            stop: &Stop::Interrupted("SIGINT"),
+        });
+        all.on(&RunEvent::Stopped {
+            stop: &Stop::Interrupted("SIGTERM"),
+        });
+        all.on(&RunEvent::Unfinished { case: "c.d" });
         all.on(&RunEvent::Finished);
-        let got = outcomes.take();
-        assert_eq!(got.len(), 1);
-        assert_eq!(got["a.b"], pass);
-        assert!(outcomes.take().is_empty(), "taken once");
+        let got = endings.take();
+        assert_eq!(got.outcomes.len(), 1);
+        assert_eq!(got.outcomes["a.b"], pass);
+        assert_eq!(got.unfinished.iter().collect::<Vec<_>>(), ["c.d"]);
+        assert_eq!(got.interrupted.map(|(s, _)| s), Some("SIGINT"), "the first signal");
+        assert_eq!(got.refused.map(|(r, _)| r), Some(refusal));
+        assert_eq!(endings.take(), Ending::default(), "taken once");
     }
 }

@@ -19,7 +19,7 @@
 
 use crate::canary::RunSecret;
 use crate::credential::{Redactor, Secret};
-use crate::event::{Fanout, Observer, Outcomes, Progress, RunEvent, TrialLines};
+use crate::event::{Endings, Fanout, Observer, Progress, RunEvent, TrialLines};
 use crate::exit;
 use crate::inert::{Sink, inert};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome, Verdict};
@@ -39,7 +39,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub use crate::run_dir::DEFAULT_RUNS_DIR;
 
@@ -269,7 +269,8 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     let runtime = new_runtime()?;
     // Signals are caught from here on: the first stops sending and ends the run with an
     // incomplete report, the second ends the process at once.
-    let stop = watch_signals(&runtime);
+    let events = Events::new(&inputs.suite, &opts.trials);
+    let stop = watch_signals(&runtime, events.observer.clone());
     let (origin, tenants, sim) = tenants(&runtime, &mut inputs)?;
     let redactor = Redactor::new(tenants.iter().map(|t| &t.secret));
     let run_dir = match &resumed {
@@ -291,7 +292,6 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         tenant: "-".into(),
         error: e.to_string(),
     })?;
-    let events = Events::new(&inputs.suite, &opts.trials);
     let session = Session::new(
         inputs.profile.clone(),
         provider,
@@ -320,7 +320,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         drawn,
         transcript: &transcript,
         ran: &ran,
-        outcomes: events.outcomes.take(),
+        ending: events.endings.take(),
     });
     let report = redact_report(&report, &redactor);
     let envelope_path = write_report(&report, &signer, &run_dir, &transcript_path)?;
@@ -489,18 +489,18 @@ fn open_transcript(
     })
 }
 
-/// The run's observers: the outcomes the report is built from, the progress line on
-/// a terminal, and the trial lines.
+/// The run's observers: how the cases ended (what the report is built from), the
+/// progress line on a terminal, and the trial lines.
 struct Events {
-    outcomes: Arc<Outcomes>,
+    endings: Arc<Endings>,
     trial_lines: Option<Arc<TrialLines>>,
     observer: Arc<dyn Observer>,
 }
 
 impl Events {
     fn new(suite: &Suite, args: &Arguments) -> Events {
-        let outcomes = Arc::new(Outcomes::default());
-        let mut observers: Vec<Arc<dyn Observer>> = vec![outcomes.clone()];
+        let endings = Arc::new(Endings::default());
+        let mut observers: Vec<Arc<dyn Observer>> = vec![endings.clone()];
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             observers.push(Arc::new(Progress));
         }
@@ -521,7 +521,7 @@ impl Events {
             observers.push(t.clone());
         }
         Events {
-            outcomes,
+            endings,
             trial_lines,
             observer: Arc::new(Fanout(observers)),
         }
@@ -532,8 +532,6 @@ impl Events {
 #[derive(Clone)]
 struct Ran {
     session: Arc<Session>,
-    /// Cases the interruption did not let finish (not started, or cut short).
-    unfinished: Arc<Mutex<std::collections::BTreeSet<String>>>,
     handle: tokio::runtime::Handle,
     observer: Arc<dyn Observer>,
     redactor: Redactor,
@@ -580,7 +578,6 @@ impl Ran {
     ) -> Ran {
         Ran {
             session: session.clone(),
-            unfinished: Arc::default(),
             handle: runtime.handle().clone(),
             observer: events.observer.clone(),
             redactor: redactor.clone(),
@@ -592,7 +589,7 @@ impl Ran {
     fn trial(&self, case: crate::suite::Case, pause: std::time::Duration) -> Result<(), Failed> {
         let id = case.id.clone();
         if let Some(why) = self.session.stopped() {
-            self.unfinished.lock().expect("lock poisoned").insert(id.clone());
+            self.observer.on(&RunEvent::Unfinished { case: &id });
             let summary = format!("not run: {why}");
             self.observer.on(&RunEvent::CaseFinished {
                 case: &id,
@@ -626,7 +623,7 @@ impl Ran {
         if self.session.was_cut(&id) && outcome.verdict != Verdict::Fail {
             // Cut short by an interruption or the vendor's refusals: never a pass, and
             // a resumed run runs it again. (A failure stands: its finding is evidence.)
-            self.unfinished.lock().expect("lock poisoned").insert(id.clone());
+            self.observer.on(&RunEvent::Unfinished { case: &id });
             if outcome.verdict == Verdict::Pass {
                 outcome.verdict = Verdict::Inconclusive;
                 outcome.summary = format!(
@@ -682,8 +679,8 @@ struct Assembly<'a> {
     drawn: Drawn,
     transcript: &'a Transcript,
     ran: &'a Ran,
-    /// Each case's outcome, by id.
-    outcomes: BTreeMap<String, Outcome>,
+    /// How the cases ended, as the run's events told it.
+    ending: crate::event::Ending,
 }
 
 /// The report of the run: every case of the suite, with its outcome (a resumed run's
@@ -698,8 +695,10 @@ fn assemble(a: Assembly<'_>) -> Report {
         drawn,
         transcript,
         ran,
-        mut outcomes,
+        ending,
     } = a;
+    let (interrupted, refused) = stops(&ending);
+    let mut outcomes = ending.outcomes;
     let suite = &inputs.suite;
     let mut earlier: BTreeMap<String, Outcome> = resumed
         .map(|r| {
@@ -732,7 +731,6 @@ fn assemble(a: Assembly<'_>) -> Report {
                 }),
         })
         .collect();
-    let (interrupted, refused) = stops(&ran.session, &ran.unfinished);
     let mut resumed_at = resumed.map(|r| r.report.resumed_at.clone()).unwrap_or_default();
     if let Some(r) = resumed {
         resumed_at.push(r.at.clone());
@@ -803,25 +801,21 @@ fn suite_record(suite: &Suite) -> SuiteRecord {
 
 /// Why the run stopped early, if it did: an interruption, or (else) the vendor's
 /// refusals; each names the cases left unfinished.
-fn stops(
-    session: &Session,
-    unfinished: &Mutex<std::collections::BTreeSet<String>>,
-) -> (Option<Interruption>, Option<Refused>) {
-    let unfinished: Vec<String> = std::mem::take(&mut *unfinished.lock().expect("lock poisoned"))
-        .into_iter()
-        .collect();
-    let interrupted = session.interrupted().map(|signal| Interruption {
-        signal: signal.to_owned(),
-        stopped_at: crate::now_rfc3339(),
+fn stops(ending: &crate::event::Ending) -> (Option<Interruption>, Option<Refused>) {
+    let unfinished: Vec<String> = ending.unfinished.iter().cloned().collect();
+    let interrupted = ending.interrupted.as_ref().map(|(signal, at)| Interruption {
+        signal: (*signal).to_owned(),
+        stopped_at: at.clone(),
         unfinished: unfinished.clone(),
     });
-    let refused = session
-        .refused()
+    let refused = ending
+        .refused
+        .as_ref()
         .filter(|_| interrupted.is_none())
-        .map(|refusal| Refused {
+        .map(|(refusal, at)| Refused {
             refusal: refusal.clone(),
             reason: refusal.to_string(),
-            stopped_at: crate::now_rfc3339(),
+            stopped_at: at.clone(),
             unfinished,
         });
     (interrupted, refused)

@@ -63,37 +63,16 @@ impl Resumed {
         })
     }
 
-    /// Registers every canary the first part issued and every request's text, and scans
-    /// its answers to the unfinished cases for both, so that a leak in a case cut short
-    /// still fails it when it runs again.
+    /// Registers every canary the first part issued, and reads its transcript into
+    /// the session's ledger line by line as the first part did: every request's text is
+    /// judged against again, and a leak in an answer to a case cut short still fails it
+    /// when it runs again.
     pub fn rescan(&self, session: &Session, transcript: &Path) -> std::io::Result<()> {
         session.preload(&self.report.canaries);
         let bytes = std::fs::read(transcript)?;
         // The report was verified with this transcript before: every line reads.
-        // What came back in each exchange, for the cases that cited it later (the
-        // prompts are not kept: only answers are scanned).
-        let mut answers: std::collections::BTreeMap<u64, (String, crate::adapter::Exchange)> = Default::default();
         for line in crate::transcript::lines(&bytes).flatten() {
-            match line {
-                crate::transcript::Line::Exchange {
-                    seq,
-                    case,
-                    tenant,
-                    mut exchange,
-                } => {
-                    session.replay(&case, &tenant, seq, &exchange, self.unfinished.contains(&case));
-                    exchange.request.body = None;
-                    answers.insert(seq, (tenant, *exchange));
-                }
-                crate::transcript::Line::Cite { case, cites } if self.unfinished.contains(&case) => {
-                    for seq in cites {
-                        if let Some((tenant, exchange)) = answers.get(&seq) {
-                            session.rescan(&case, tenant, seq, exchange);
-                        }
-                    }
-                }
-                _ => {}
-            }
+            session.replay(&line);
         }
         Ok(())
     }

@@ -7,7 +7,8 @@
 
 use crate::adapter::{ChatRequest, Exchange, InvalidRequest, Provider};
 use crate::canary::{Canary, RunSecret};
-use crate::scan::{GrowingScanner, Hit};
+use crate::ledger::Ledger;
+use crate::scan::Hit;
 use crate::transcript::Transcript;
 use crate::vendor::{TenantKey, VendorProfile};
 use std::sync::Arc;
@@ -91,15 +92,12 @@ pub struct Session {
     transcript: Arc<Transcript>,
     secret: RunSecret,
     in_flight: Semaphore,
-    /// Every request's text by runs of sentences, and, by transcript line, the answers
-    /// that held another request's ([`crate::passage`]). Held while a line is written
-    /// and judged, and for nothing else: each answer is judged against exactly the
-    /// lines before it, as `verify` judges it, and no other work waits on a judgement.
-    book: std::sync::Mutex<PassageBook>,
-    /// What the run's answers showed, by case, and the canaries they are scanned for.
+    /// What the run's answers showed, by case, and the canaries they are scanned for
+    /// ([`crate::ledger`]). Held while a line is written and read into it: each answer
+    /// is judged against exactly the lines before it, as `verify` judges it.
     ledger: std::sync::Mutex<Ledger>,
-    /// What the run has spent, the vendor's refusals in a row, and the requests two
-    /// cases share.
+    /// What the run has spent, the vendor's refusals in a row, the requests two cases
+    /// share, and the cases cut short.
     accounts: std::sync::Mutex<Accounts>,
     /// Who hears of every request recorded.
     observer: std::sync::Arc<dyn crate::event::Observer>,
@@ -111,26 +109,8 @@ pub struct Session {
     refused: std::sync::OnceLock<Refusal>,
 }
 
-/// What the run's answers showed, by case: the net under every probe, which
-/// `probe::run` adds to each outcome.
-#[derive(Default)]
-struct Ledger {
-    /// Every canary issued, and the scanner over them.
-    canaries: Registry,
-    /// Every other tenant's canary found in any answer, by case.
-    leaks: Vec<(String, crate::outcome::LeakEvidence)>,
-    /// Every answer that held another request's text, by case (answers not bound to
-    /// their request).
-    misrouted: Vec<(String, crate::outcome::LeakEvidence)>,
-    /// Every answer that redirected, by case.
-    redirects: Vec<(String, Redirect)>,
-    /// Every citation so far ([`Session::cited`]).
-    cited: Vec<Citation>,
-    /// The cases the interruption cut: a request refused or abandoned because of it.
-    cut: std::collections::BTreeSet<String>,
-}
-
-/// What the run has spent, and the vendor's refusals in a row.
+/// What the run has spent, the vendor's refusals in a row, the requests two cases
+/// share, and the cases cut short.
 #[derive(Default)]
 struct Accounts {
     spent: Spent,
@@ -141,57 +121,11 @@ struct Accounts {
     refusals: Refusals,
     /// Requests more than one case judges, by what they are ([`Session::shared`]).
     shared: std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Shared>>>,
+    /// The cases the interruption cut: a request refused or abandoned because of it.
+    cut: std::collections::BTreeSet<String>,
 }
 
-/// The run's passages, and the answers that held another request's text by line.
-type PassageBook = (
-    crate::passage::Passages,
-    std::collections::BTreeMap<u64, Vec<crate::outcome::LeakEvidence>>,
-);
-
-/// Judges the answer of the exchange at `seq` against every request of `book` before
-/// it, adds its request's text, and keeps its hits by line: another tenant's words
-/// first, then another request's sentences.
-fn judge_passages(book: &mut PassageBook, seq: u64, tenant: &str, exchange: &Exchange) {
-    let judged = book.0.judge(seq, tenant, exchange);
-    let text = judged.text.map(|hit| crate::outcome::LeakEvidence {
-        canary_id: hit.id(),
-        owner: hit.owner.clone(),
-        recipient: tenant.to_owned(),
-        fragment: crate::canary::Fragment::Text,
-        excerpt: hit.text.clone(),
-        matched: hit.text.clone(),
-        seeded_in: Some(hit.source),
-        returned_in: seq,
-        words: Some(hit.into()),
-    });
-    let passage = judged.passage.map(|hit| crate::outcome::LeakEvidence {
-        canary_id: hit.id(),
-        owner: hit.owner,
-        recipient: tenant.to_owned(),
-        fragment: crate::canary::Fragment::Passage,
-        excerpt: hit.passage.clone(),
-        matched: hit.passage,
-        seeded_in: Some(hit.source),
-        returned_in: seq,
-        words: None,
-    });
-    let hits: Vec<_> = text.into_iter().chain(passage).collect();
-    if !hits.is_empty() {
-        book.1.insert(seq, hits);
-    }
-}
-
-/// A case judged exchanges another case sent ([`Session::shared`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Citation {
-    /// The case that judged them.
-    pub judge: String,
-    /// The case that sent them.
-    pub sender: String,
-    /// Their transcript lines.
-    pub lines: Vec<u64>,
-}
+pub use crate::ledger::{Citation, Evidence, Redirect};
 
 /// Requests one case sent that later cases judge too: what the sender made of them
 /// and the lines they were recorded at.
@@ -201,9 +135,9 @@ struct Shared {
     case: String,
     /// What the sender's probe keeps of them (a probe's own type).
     value: Arc<dyn std::any::Any + Send + Sync>,
-    /// The exchanges, as recorded (without the requests' bodies), with the tenant
-    /// each was sent as.
-    sent: Vec<(String, Sent)>,
+    /// The exchanges' transcript lines: what a citing case answers for is in the
+    /// ledger under them.
+    lines: Vec<u64>,
 }
 
 /// How the transcript names a request made with no credential.
@@ -234,19 +168,6 @@ struct Refusals {
 }
 
 pub use crate::report::Refusal;
-
-/// An answer that redirected instead of answering.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Redirect {
-    /// The tenant that asked.
-    pub tenant: String,
-    /// Its transcript line.
-    pub seq: u64,
-    /// The 3xx status.
-    pub status: u16,
-    /// Where it pointed (the `Location` header), if anywhere.
-    pub location: Option<String>,
-}
 
 /// The most a run may send; `None`: no limit. Checked before every request, with the
 /// request's own estimate, so that no request is sent past a limit.
@@ -320,32 +241,6 @@ impl std::ops::Sub for Spent {
     }
 }
 
-/// Every canary issued in the run, and a scanner over them (made at the first scan,
-/// then told of each canary issued).
-#[derive(Default)]
-struct Registry {
-    issued: Vec<Canary>,
-    scanner: Option<GrowingScanner>,
-    /// Canary id → the transcript line of the first request that carried it.
-    seeded_in: std::collections::HashMap<String, u64>,
-    /// Issued canaries no request has carried yet (indices into `issued`).
-    pending: Vec<usize>,
-    /// Canary id → its index in `issued`.
-    index: std::collections::HashMap<String, usize>,
-}
-
-impl Registry {
-    fn add(&mut self, c: Canary) -> usize {
-        let i = self.issued.len();
-        self.index.insert(c.id.clone(), i);
-        if let Some(scanner) = &mut self.scanner {
-            scanner.add(c.clone());
-        }
-        self.issued.push(c);
-        i
-    }
-}
-
 /// An exchange as recorded: its transcript sequence number and the exchange.
 #[derive(Clone, Debug)]
 pub struct Sent {
@@ -395,11 +290,7 @@ impl Session {
             transcript,
             secret,
             in_flight: Semaphore::new(permits),
-            book: std::sync::Mutex::new((
-                crate::passage::Passages::new(&labels).with_marks(&marks),
-                std::collections::BTreeMap::new(),
-            )),
-            ledger: Default::default(),
+            ledger: std::sync::Mutex::new(Ledger::new(&labels, &marks)),
             accounts: Default::default(),
             observer: std::sync::Arc::new(crate::event::Nobody),
             budget: Budget::default(),
@@ -407,11 +298,6 @@ impl Session {
             refused: Default::default(),
             tenants,
         }
-    }
-
-    /// The passage book, locked.
-    fn book(&self) -> std::sync::MutexGuard<'_, PassageBook> {
-        self.book.lock().expect("passage book poisoned")
     }
 
     /// The ledger, locked.
@@ -444,17 +330,6 @@ impl Session {
         }
     }
 
-    /// Every answer recorded under `case` that redirected.
-    pub fn redirects_in(&self, case: &str) -> Vec<Redirect> {
-        let mut ledger = self.ledger();
-        let redirects = &mut ledger.redirects;
-        redirects
-            .iter()
-            .filter(|(c, _)| c == case)
-            .map(|(_, r)| r.clone())
-            .collect()
-    }
-
     /// Counts an answer: a run of identical refusals long enough stops the session.
     /// A 401 refuses the credential whatever was asked (but another tenant's object),
     /// and stops it at once; so does a 403 to a request that should succeed; a 5xx
@@ -479,12 +354,18 @@ impl Session {
         run.count = if same { run.count + 1 } else { 1 };
         run.last = Some((status, tenant.to_owned()));
         if run.count >= limit {
-            let _ = self.refused.set(Refusal {
+            let refusal = Refusal {
                 tenant: tenant.to_owned(),
                 status,
                 count: run.count,
                 last_seq: seq,
-            });
+            };
+            drop(accounts);
+            if self.refused.set(refusal.clone()).is_ok() {
+                self.observer.on(&crate::event::RunEvent::Stopped {
+                    stop: &crate::event::Stop::Refused(refusal),
+                });
+            }
         }
     }
 
@@ -496,11 +377,11 @@ impl Session {
 
     /// Whether the interruption cut `case` short (refused or abandoned a request of it).
     pub fn was_cut(&self, case: &str) -> bool {
-        self.ledger().cut.contains(case)
+        self.accounts().cut.contains(case)
     }
 
     fn note_cut(&self, case: &str) {
-        self.ledger().cut.insert(case.to_owned());
+        self.accounts().cut.insert(case.to_owned());
     }
 
     /// The signal that interrupted the run, if one did.
@@ -508,67 +389,20 @@ impl Session {
         *self.stop.borrow()
     }
 
-    /// Every other tenant's canary found in the answers recorded under `case`.
-    pub fn leaks_in(&self, case: &str) -> Vec<crate::outcome::LeakEvidence> {
-        let mut ledger = self.ledger();
-        let leaks = &mut ledger.leaks;
-        leaks
-            .iter()
-            .filter(|(c, _)| c == case)
-            .map(|(_, l)| l.clone())
-            .collect()
+    /// What the answers recorded under `case`, or cited for it, showed: other tenants'
+    /// canaries, other requests' text, redirects.
+    pub fn evidence(&self, case: &str) -> Evidence {
+        self.ledger().evidence(case)
     }
 
-    /// Answers recorded under `case` that held another request's text.
-    pub fn misrouted_in(&self, case: &str) -> Vec<crate::outcome::LeakEvidence> {
-        let mut ledger = self.ledger();
-        let misrouted = &mut ledger.misrouted;
-        misrouted
-            .iter()
-            .filter(|(c, _)| c == case)
-            .map(|(_, l)| l.clone())
-            .collect()
-    }
-
-    /// Reads an exchange recorded earlier (a resumed run's), in transcript order, as
-    /// [`Session::record`] reads a new one: its request's text joins the passages every
-    /// later answer is judged against; and, where `rescan` (a case that runs again),
-    /// whatever it holds of other tenants and other requests is laid on `case`.
-    pub fn replay(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange, rescan: bool) {
-        self.note_passages(seq, tenant, exchange);
-        if rescan {
-            self.rescan(case, tenant, seq, exchange);
-        }
-    }
-
-    /// Lays what an exchange recorded earlier holds of other tenants' canaries, and of
-    /// other requests' text, on `case` (which sent or cites it).
-    pub fn rescan(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
-        self.note_leaks(case, tenant, seq, exchange);
-        let hits = self.book().1.get(&seq).cloned();
-        if let Some(hits) = hits {
-            self.ledger()
-                .misrouted
-                .extend(hits.into_iter().map(|leak| (case.to_owned(), leak)));
-        }
-    }
-
-    /// Judges the answer of the exchange at `seq` against every request before it, and
-    /// adds its request's text; keeps a hit by line. The caller holds no other lock.
-    fn note_passages(&self, seq: u64, tenant: &str, exchange: &Exchange) {
-        judge_passages(&mut self.book(), seq, tenant, exchange);
-    }
-
-    fn note_leaks(&self, case: &str, tenant: &str, seq: u64, exchange: &Exchange) {
-        let hits = self.scan(&exchange.returned_text(), tenant);
-        if hits.is_empty() {
-            return;
-        }
-        let found: Vec<_> = hits
-            .into_iter()
-            .map(|hit| (case.to_owned(), self.leak_evidence(hit, tenant, seq)))
-            .collect();
-        self.ledger().leaks.extend(found);
+    /// Reads a line an earlier part of the run recorded (a resumed run's), in
+    /// transcript order, as [`Session::record`] read it when it was new: an exchange's
+    /// request joins the text every later answer is judged against, and what it showed
+    /// is laid on its case and on every case citing it.
+    pub fn replay(&self, line: &crate::transcript::Line) {
+        // The report was verified with this transcript: every citation names an
+        // earlier exchange.
+        let _ = self.ledger().fold(line);
     }
 
     /// Limits what the session may send.
@@ -629,30 +463,17 @@ impl Session {
     /// secret and registers it, so that every response of the run is scanned for it.
     pub fn canary(&self, owner: &str, case: &str, index: u32) -> Canary {
         let c = self.secret.canary(owner, case, index);
-        let mut ledger = self.ledger();
-        let reg = &mut ledger.canaries;
-        let i = match reg.index.get(&c.id) {
-            // Issued before (a resumed run's case, run again): seeded anew.
-            Some(&i) => i,
-            None => reg.add(c.clone()),
-        };
-        if !reg.pending.contains(&i) {
-            reg.pending.push(i);
-        }
+        self.ledger().issue(c.clone());
         c
     }
 
     /// Registers the canaries an interrupted run issued, so that every answer of the
-    /// resumed run (and the old answers rescanned) is scanned for them.
+    /// resumed run (and the old answers read again) is scanned for them.
     pub fn preload(&self, issued: &[crate::report::IssuedCanaries]) {
         let mut ledger = self.ledger();
-        let reg = &mut ledger.canaries;
         for i in issued {
             for n in 0..i.count {
-                let c = self.secret.canary(&i.owner, &i.case, n);
-                if !reg.index.contains_key(&c.id) {
-                    reg.add(c);
-                }
+                ledger.know(self.secret.canary(&i.owner, &i.case, n));
             }
         }
     }
@@ -660,74 +481,24 @@ impl Session {
     /// The evidence of `hit`, found in the answer recorded at `returned_in` to
     /// `recipient`: with the line of the request that carried the canary first.
     pub fn leak_evidence(&self, hit: Hit, recipient: &str, returned_in: u64) -> crate::outcome::LeakEvidence {
-        crate::outcome::LeakEvidence {
-            seeded_in: self.seeded_in(&hit.id),
-            canary_id: hit.id,
-            owner: hit.owner,
-            recipient: recipient.to_owned(),
-            fragment: hit.fragment,
-            matched: hit.matched,
-            excerpt: hit.excerpt,
-            returned_in,
-            words: None,
-        }
+        self.ledger().leak_evidence(hit, recipient, returned_in)
     }
 
     /// The transcript line of the first request that carried canary `id`.
     pub fn seeded_in(&self, id: &str) -> Option<u64> {
-        self.ledger().canaries.seeded_in.get(id).copied()
-    }
-
-    /// Notes which pending canaries the request recorded at `seq` carried.
-    fn note_seeding(&self, request: &ChatRequest, seq: u64) {
-        let mut ledger = self.ledger();
-        let reg = &mut ledger.canaries;
-        if reg.pending.is_empty() {
-            return;
-        }
-        let Registry {
-            issued,
-            seeded_in,
-            pending,
-            ..
-        } = &mut *reg;
-        let carried: Vec<crate::canary::Carried<'_>> = request
-            .messages
-            .iter()
-            .map(|m| crate::canary::Carried::of(&m.content))
-            .collect();
-        pending.retain(|&i| {
-            let c = &issued[i];
-            let carried = carried.iter().any(|m| m.holds(c));
-            if carried {
-                seeded_in.insert(c.id.clone(), seq);
-            }
-            !carried
-        });
+        self.ledger().seeded_in(id)
     }
 
     /// Canaries of the run not owned by `recipient` found in `text`.
     pub fn scan(&self, text: &str, recipient: &str) -> Vec<Hit> {
-        let mut ledger = self.ledger();
-        let reg = &mut ledger.canaries;
-        let reg = &mut *reg;
-        let scanner = reg.scanner.get_or_insert_with(|| {
-            let marks: Vec<_> = self.tenants.iter().map(|t| self.secret.marks(&t.label)).collect();
-            let mut scanner = GrowingScanner::new(&marks);
-            for c in &reg.issued {
-                scanner.add(c.clone());
-            }
-            scanner
-        });
-        scanner.scan(text, recipient)
+        self.ledger().scan(text, recipient)
     }
 
     /// The canaries issued in case `case`, every tenant's, in the order issued.
     pub fn issued_in(&self, case: &str) -> Vec<Canary> {
         let ledger = self.ledger();
         ledger
-            .canaries
-            .issued
+            .issued()
             .iter()
             .filter(|c| {
                 c.id.get(c.owner.len() + 1..)
@@ -741,10 +512,9 @@ impl Session {
 
     /// How many canaries each (owner, case) was issued: indices 0 to count - 1.
     pub fn issued(&self) -> Vec<crate::report::IssuedCanaries> {
-        let mut ledger = self.ledger();
-        let reg = &mut ledger.canaries;
+        let ledger = self.ledger();
         let mut counts: std::collections::BTreeMap<(String, String), u32> = Default::default();
-        for c in &reg.issued {
+        for c in ledger.issued() {
             let (case, index) = c.id[c.owner.len() + 1..]
                 .rsplit_once('/')
                 .expect("ids are owner/case/index");
@@ -794,7 +564,8 @@ impl Session {
                 |p, key| p.chat(key, request),
             )
             .await?;
-        self.note_seeding(request, sent.seq);
+        self.ledger()
+            .seed(sent.seq, request.messages.iter().map(|m| m.content.as_str()));
         Ok(sent)
     }
 
@@ -1050,24 +821,14 @@ impl Session {
     }
 
     fn record(&self, case: &str, tenant: &str, exchange: Exchange) -> Result<Sent, SessionError> {
-        // The line is written and its answer judged against the lines before it under
-        // one lock: the next line's answer is judged against this one's request.
+        // The line is written and read into the ledger under one lock: the next
+        // line's answer is judged against this one's request.
         let seq = {
-            let mut book = self.book();
+            let mut ledger = self.ledger();
             let seq = self.transcript.append_exchange(case, tenant, &exchange)?;
-            judge_passages(&mut book, seq, tenant, &exchange);
+            ledger.exchange(seq, case, tenant, &exchange);
             seq
         };
-        self.rescan(case, tenant, seq, &exchange);
-        if let Some(status @ 300..=399) = exchange.status {
-            let redirect = Redirect {
-                tenant: tenant.to_owned(),
-                seq,
-                status,
-                location: exchange.headers.get("location").cloned(),
-            };
-            self.ledger().redirects.push((case.to_owned(), redirect));
-        }
         self.observer.on(&crate::event::RunEvent::Recorded {
             case,
             tenant,
@@ -1101,16 +862,11 @@ impl Session {
         let cell = self.accounts().shared.entry(key.to_owned()).or_default().clone();
         let entry = cell
             .get_or_try_init(|| async {
-                let (value, mut sent) = send().await?;
-                // What a citing case judges again is what came back; a long prompt
-                // is not kept twice for it.
-                for (_, s) in &mut sent {
-                    s.exchange.request.body = None;
-                }
+                let (value, sent) = send().await?;
                 Ok::<_, SessionError>(Shared {
                     case: case.to_owned(),
                     value: Arc::new(value),
-                    sent,
+                    lines: sent.iter().map(|(_, s)| s.seq).collect(),
                 })
             })
             .await?
@@ -1122,24 +878,12 @@ impl Session {
         if entry.case == case {
             return Ok((value, None));
         }
-        let seqs: Vec<u64> = entry.sent.iter().map(|(_, s)| s.seq).collect();
-        self.transcript.append_cite(case, &seqs)?;
-        self.ledger().cited.push(Citation {
-            judge: case.to_owned(),
-            sender: entry.case.clone(),
-            lines: seqs,
-        });
-        for (tenant, sent) in &entry.sent {
-            self.rescan(case, tenant, sent.seq, &sent.exchange);
-            let redirect = self
-                .ledger()
-                .redirects
-                .iter()
-                .find(|(c, r)| *c == entry.case && r.seq == sent.seq)
-                .map(|(_, r)| r.clone());
-            if let Some(r) = redirect {
-                self.ledger().redirects.push((case.to_owned(), r));
-            }
+        {
+            let mut ledger = self.ledger();
+            self.transcript.append_cite(case, &entry.lines)?;
+            ledger
+                .cite(case, &entry.lines)
+                .expect("bug in tenantcheck: shared requests cited before they were recorded");
         }
         Ok((value, Some(entry.case)))
     }
@@ -1155,7 +899,7 @@ impl Session {
 
     /// Every citation so far ([`Session::shared`]).
     pub fn cited(&self) -> Vec<Citation> {
-        self.ledger().cited.clone()
+        self.ledger().cited().to_vec()
     }
 
     /// Tells `observer` of every request recorded ([`crate::event::RunEvent::Recorded`]).

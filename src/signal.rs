@@ -3,12 +3,17 @@
 //! run writes an incomplete signed report naming the unfinished cases, which
 //! `run --resume` ([`crate::resume`]) continues; the second ends the process at once.
 
+use crate::event::{Observer, RunEvent, Stop};
 use crate::exit;
 
 /// Catches SIGINT and SIGTERM: the first sets the returned flag to the signal's name
-/// (the session sends nothing more, the run writes an incomplete report), the second
-/// ends the process at once with [`exit::INTERRUPTED`].
-pub fn watch_signals(runtime: &tokio::runtime::Runtime) -> tokio::sync::watch::Receiver<Option<&'static str>> {
+/// (the session sends nothing more, the run writes an incomplete report) and tells
+/// `observer` ([`RunEvent::Stopped`]), the second ends the process at once with
+/// [`exit::INTERRUPTED`].
+pub fn watch_signals(
+    runtime: &tokio::runtime::Runtime,
+    observer: std::sync::Arc<dyn Observer>,
+) -> tokio::sync::watch::Receiver<Option<&'static str>> {
     let (tx, rx) = tokio::sync::watch::channel(None);
     #[cfg(unix)]
     {
@@ -22,6 +27,9 @@ pub fn watch_signals(runtime: &tokio::runtime::Runtime) -> tokio::sync::watch::R
                     _ = term.recv() => "SIGTERM",
                 };
                 let _ = tx.send(Some(name));
+                observer.on(&RunEvent::Stopped {
+                    stop: &Stop::Interrupted(name),
+                });
                 eprintln!(
                     "\n{name}: sending stops; requests in flight get {} s; an incomplete signed report follows ({name} again ends at once)",
                     crate::session::IN_FLIGHT_GRACE.as_secs()
@@ -36,7 +44,7 @@ pub fn watch_signals(runtime: &tokio::runtime::Runtime) -> tokio::sync::watch::R
     }
     #[cfg(not(unix))]
     {
-        let _ = (runtime, tx);
+        let _ = (runtime, tx, observer);
     }
     rx
 }

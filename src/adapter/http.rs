@@ -13,7 +13,7 @@
 //! Nothing leaves the vendor's origin: every request's URL must have the scheme, host
 //! and port of the profile's `base_url`, or it is not sent (and the credential with
 //! it), and redirects are never followed. A 3xx answer is recorded as it came, with
-//! its `Location`, and the session judges it (see `Session::redirects_in`).
+//! its `Location`, and the session judges it (see `Session::evidence`).
 
 use super::{Exchange, Limits, RecordedRequest, SseFrame, SseParser, TransportError, TransportErrorKind};
 use crate::credential::Secret;

@@ -926,13 +926,17 @@ impl Run<'_> {
                 .filter_map(|f| f.leak.as_ref())
                 .map(|l| l.owner.as_str())
                 .collect();
+            let named = findings.iter().filter(|f| f.leak.is_some()).count();
             let whose = match owners.len() {
                 0 => "suspected data of customers outside the run".to_owned(),
                 _ => format!(
-                    "records of the run's own tenants with their numbers and addresses changed, named by their holders' names ({} of the {} answers itemised: tenant {}'s), the rest suspected data of customers outside the run",
-                    findings.iter().filter(|f| f.leak.is_some()).count(),
+                    "records of the run's own tenants with their numbers and addresses changed, named by their holders' names ({named} of the {} answers itemised: tenant {}'s){}",
                     findings.len(),
-                    owners.into_iter().collect::<Vec<_>>().join("'s and tenant ")
+                    owners.into_iter().collect::<Vec<_>>().join("'s and tenant "),
+                    match named == findings.len() {
+                        true => "",
+                        false => ", the rest suspected data of customers outside the run",
+                    }
                 ),
             };
             let mut findings = findings;

@@ -273,9 +273,10 @@ pub use crate::judge::{degenerate, echoed, foreign};
 pub async fn run(spec: &ProbeSpec, ctx: Context<'_>) -> Outcome {
     let mut outcome = spec.0.run(ctx).await;
     // Another tenant's canary leads the summary: the net goes last.
-    misrouted(&mut outcome, ctx.session.misrouted_in(ctx.case_id));
-    net(&mut outcome, ctx.session.leaks_in(ctx.case_id));
-    redirected(&mut outcome, ctx.session.redirects_in(ctx.case_id));
+    let evidence = ctx.session.evidence(ctx.case_id);
+    misrouted(&mut outcome, evidence.misrouted);
+    net(&mut outcome, evidence.leaks);
+    redirected(&mut outcome, evidence.redirects);
     outcome.settle_leak_rate();
     outcome
 }

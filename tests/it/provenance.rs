@@ -510,6 +510,18 @@ fn renumbered_records_are_named_as_the_other_tenants_by_their_holders_names() {
         "{}",
         isolation.outcome.summary
     );
+    // "The rest" are the itemised answers no holder's name named, when there are any.
+    assert_eq!(
+        isolation
+            .outcome
+            .summary
+            .contains("the rest suspected data of customers outside the run"),
+        named.len() < foreign.len(),
+        "{} named of {}: {}",
+        named.len(),
+        foreign.len(),
+        isolation.outcome.summary
+    );
 
     let at = named[0].returned_in;
     let err = resigned(&run_dir, |r| {

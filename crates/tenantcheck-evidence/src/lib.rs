@@ -10,6 +10,8 @@
 //!
 //! - [`canary`] and [`scan`]: markers derived from the run secret, and the scanner that
 //!   finds them (whole, fragmentary, garbled) in what another tenant got back;
+//! - [`ledger`]: what the transcript's lines show case by case (leaks, passages,
+//!   redirects, citations), one fold the run feeds and `verify` replays;
 //! - [`passage`]: every request's text by runs of sentences, and the answers that hold
 //!   another request's;
 //! - [`prompt`]: prompts of a target token length, with needles and records at depths
@@ -43,6 +45,7 @@ pub mod canary;
 pub mod document;
 pub mod exchange;
 pub mod judge;
+pub mod ledger;
 pub mod nodes;
 pub mod outcome;
 pub mod partition;

@@ -33,16 +33,49 @@ pub fn reports_finish_reason(api: AdapterKind) -> bool {
 }
 
 /// What is wrong with a successful stream of `api`, in words: its grammar's problems,
-/// no finish reason where the API gives one, no content. Empty for a sound stream.
+/// no finish reason where the API gives one, nothing written (no content and no other
+/// output: a reasoning model cut off while it thinks, or one that answers with a tool
+/// call, writes no content and is sound). Empty for a sound stream.
 pub fn malformed(api: AdapterKind, ex: &Exchange) -> Vec<String> {
     let mut problems = problems(api, ex);
     if ex.finish_reason.is_none() && reports_finish_reason(api) {
         problems.push("no finish reason".to_owned());
     }
-    if ex.content.is_empty() {
+    if ex.content.is_empty() && !other_output(ex) {
         problems.push("no content".to_owned());
     }
     problems
+}
+
+/// The keys under which the stream APIs write output other than content: reasoning
+/// (`reasoning_content`, `reasoning`, Anthropic's `thinking`), a tool call's name and
+/// arguments (`arguments`, Anthropic's `partial_json`), a refusal.
+const OTHER_OUTPUT: [&str; 6] = [
+    "reasoning_content",
+    "reasoning",
+    "thinking",
+    "arguments",
+    "partial_json",
+    "refusal",
+];
+
+/// Whether any frame writes text under one of [`OTHER_OUTPUT`] (or names a tool).
+fn other_output(ex: &Exchange) -> bool {
+    fn holds(v: &Value) -> bool {
+        match v {
+            Value::Object(map) => map.iter().any(|(k, v)| {
+                let text = v.as_str().is_some_and(|s| !s.is_empty());
+                (text && (OTHER_OUTPUT.contains(&k.as_str()) || (k == "name" && map.contains_key("arguments"))))
+                    || holds(v)
+            }),
+            Value::Array(items) => items.iter().any(holds),
+            _ => false,
+        }
+    }
+    ex.frames
+        .iter()
+        .filter_map(|f| serde_json::from_str::<Value>(&f.data).ok())
+        .any(|v| holds(&v))
 }
 
 /// Whether the request asked for a stream (`"stream": true` in its body, as every
@@ -224,6 +257,28 @@ mod tests {
                 .iter()
                 .any(|p| p == "no finish reason")
         );
+        // A reasoning model cut off while it thinks, and a tool call, write no
+        // content and are sound; an answer that writes nothing at all is not.
+        for (delta, reason) in [
+            (r#"{"reasoning_content":"Let me think"}"#, "length"),
+            (r#"{"reasoning":"Let me think"}"#, "length"),
+            (
+                r#"{"tool_calls":[{"index":0,"function":{"name":"lookup","arguments":"{}"}}]}"#,
+                "tool_calls",
+            ),
+        ] {
+            let mut thinking = sound();
+            thinking.content.clear();
+            thinking.finish_reason = Some(reason.into());
+            thinking.frames[0].data = format!(r#"{{"id":"c1","choices":[{{"delta":{delta}}}]}}"#);
+            assert_eq!(
+                malformed(AdapterKind::OpenaiChat, &thinking),
+                Vec::<String>::new(),
+                "{delta}"
+            );
+            thinking.frames[0].data = r#"{"id":"c1","choices":[{"delta":{"reasoning_content":""}}]}"#.into();
+            assert_eq!(malformed(AdapterKind::OpenaiChat, &thinking), ["no content"], "{delta}");
+        }
         // A request that did not ask for a stream is not one.
         let mut plain = sound();
         plain.request.body = Some(serde_json::json!({"messages": []}));

@@ -82,17 +82,16 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         .iter()
         .map(|t| secret.marks(&t.label))
         .collect();
-    let scanner = Scanner::new(canaries).with_marks(&marks);
     let labels: Vec<String> = report.vendor.profile.tenants.iter().map(|t| t.label.clone()).collect();
-    // Every request's text, read in transcript order as the run read it: each answer
-    // is judged against the lines before it.
-    let mut passages = crate::passage::Passages::new(&labels).with_marks(&marks);
-    let mut leaks: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
-    // Answers that held another request's text, by case (as `leaks`).
-    let mut misrouted: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
-    // Each answer's stretch of another tenant's words, by line: what a `text` finding
-    // must say of it (its span, words, shingles and chance of a coincidence).
-    let mut text_hits: BTreeMap<u64, crate::provenance::TextHit> = BTreeMap::new();
+    // What each exchange line showed (other tenants' canaries, other requests' text,
+    // redirects), read in transcript order into the ledger the run fed as it recorded
+    // them: each answer is judged against the lines before it.
+    let mut ledger = crate::ledger::Ledger::new(&labels, &marks);
+    for c in &canaries {
+        ledger.know(c.clone());
+    }
+    // The positive controls' check for the canaries themselves.
+    let scanner = Scanner::new(canaries).with_marks(&marks);
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     // Streams of `stream.integrity` that break their API's grammar or do not finish.
     let mut malformed_streams: BTreeMap<String, usize> = BTreeMap::new();
@@ -103,15 +102,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut answers: BTreeMap<u64, Answer> = BTreeMap::new();
     let mut responses = 0;
     let mut rate_limited = 0u64;
-    let mut redirected: BTreeSet<String> = BTreeSet::new();
     // What a case re-judges follows from the probe it ran, as the report records it,
     // not from its id: a suite may name its cases as it likes.
     let probe_of: BTreeMap<&str, &str> = report.cases.iter().map(|c| (c.id.as_str(), c.probe.as_str())).collect();
     let runs = |case: &str, probe: &str| probe_of.get(case) == Some(&probe);
-    // What each exchange line showed that every case judging it answers for, by seq:
-    // whether it redirected, and the other tenants' canaries in it. A `cite` line lays
-    // these on the citing case as on the case that sent it.
-    let mut seen: BTreeMap<u64, Seen> = BTreeMap::new();
     let mut cited = 0;
     // The lines of the cases whose rule reads a set of them, and the sets.
     let mut roles: BTreeMap<String, super::rejudge::Roles> = BTreeMap::new();
@@ -148,13 +142,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         format!("line {} cites for a case the report does not hold", n + 1),
                     ));
                 }
+                if let Err(e) = ledger.cite(&case, &cites) {
+                    return Err(bad(&case, format!("line {} cites {e}", n + 1)));
+                }
                 for seq in cites {
-                    let Some(s) = seen.get(&seq) else {
-                        return Err(bad(
-                            &case,
-                            format!("line {} cites #{seq}, which is no earlier exchange", n + 1),
-                        ));
-                    };
                     // Only the answers the probes' own rules re-judge from their lines
                     // cannot be cited: their count would come out short.
                     if runs(&case, "usage.consistency") || runs(&case, "errors.semantics") {
@@ -163,7 +154,6 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                             format!("cites #{seq}, but its answers are re-judged from its own lines"),
                         ));
                     }
-                    s.lay_on(&case, seq, &mut redirected, &mut leaks, &mut misrouted);
                     if let Some(line) = kept.get_mut(&seq)
                         && !line.cases.contains(&case)
                     {
@@ -228,25 +218,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 }),
             },
         );
-        let s = Seen {
-            redirected: matches!(ex.status, Some(300..=399)),
-            hits: scanner
-                .scan(&ex.returned_text(), tenant)
-                .into_iter()
-                .map(|h| h.id)
-                .collect(),
-            passages: {
-                let judged = passages.judge(seq, tenant, &ex);
-                let text = judged.text.map(|h| {
-                    let id = h.id();
-                    text_hits.insert(seq, h);
-                    id
-                });
-                text.into_iter().chain(judged.passage.map(|h| h.id())).collect()
-            },
-        };
-        s.lay_on(&case, seq, &mut redirected, &mut leaks, &mut misrouted);
-        seen.insert(seq, s);
+        ledger.exchange(seq, &case, tenant, &ex);
         if runs(&case, "errors.semantics") && crate::judge::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
         }
@@ -293,10 +265,20 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut powers = 0;
     let mut rejudged = 0;
     // The answers that hold another tenant's canary.
-    let leaked: BTreeSet<u64> = seen
-        .iter()
-        .filter(|(_, s)| !s.hits.is_empty())
-        .map(|(seq, _)| *seq)
+    let leaked: BTreeSet<u64> = ledger
+        .lines()
+        .filter(|(_, s)| !s.canaries.is_empty())
+        .map(|(seq, _)| seq)
+        .collect();
+    // What the ledger laid on each case, as (line, id): other tenants' canaries, and
+    // other requests' text.
+    let named = |found: &[LeakEvidence]| -> BTreeSet<(u64, String)> {
+        found.iter().map(|l| (l.returned_in, l.canary_id.clone())).collect()
+    };
+    let leaks: BTreeMap<&str, BTreeSet<(u64, String)>> = ledger
+        .cases()
+        .filter(|(_, e)| !e.leaks.is_empty())
+        .map(|(c, e)| (c, named(&e.leaks)))
         .collect();
     for (case, found) in &leaks {
         if !report.cases.iter().any(|c| &c.id == case) {
@@ -321,8 +303,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 ),
             ));
         }
+        let evidence = ledger.evidence(&c.id);
         let says_redirected = c.outcome.findings.iter().any(|f| f.code == FindingCode::Redirected);
-        if says_redirected != redirected.contains(&c.id) {
+        let redirected = !evidence.redirects.is_empty();
+        if says_redirected != redirected {
             return Err(bad(
                 &c.id,
                 match says_redirected {
@@ -344,17 +328,15 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         };
         // The lines' hits of other requests' text, of one kind (by the id's middle part).
         let of_kind = |kind: &str| -> Option<BTreeSet<(u64, String)>> {
-            let found: BTreeSet<_> = misrouted
-                .get(&c.id)?
-                .iter()
+            let found: BTreeSet<_> = named(&evidence.misrouted)
+                .into_iter()
                 .filter(|(_, id)| id.split('/').nth(1) == Some(kind))
-                .cloned()
                 .collect();
             (!found.is_empty()).then_some(found)
         };
         confirmed += held_to(
             &c.id,
-            leaks.get(&c.id),
+            leaks.get(c.id.as_str()),
             reported(FindingCode::CrossTenantCanary, None),
             Held {
                 missing: &|seq, id| {
@@ -383,7 +365,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             },
         )?;
         for leak in reported(FindingCode::CrossTenantText, Some("text")) {
-            if let Some(hit) = text_hits.get(&leak.returned_in)
+            let shown = ledger
+                .line(leak.returned_in)
+                .and_then(|l| l.passages.iter().find(|p| p.fragment == crate::canary::Fragment::Text));
+            if let Some(hit) = shown
                 && !says(leak, hit)
             {
                 return Err(bad(
@@ -392,7 +377,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         "the report says #{} holds {}, the transcript shows {}",
                         leak.returned_in,
                         leak.words.as_ref().map_or_else(|| "no match".into(), describe),
-                        describe(&hit.clone().into())
+                        hit.words.as_ref().map_or_else(|| "no match".into(), describe)
                     ),
                 ));
             }
@@ -538,13 +523,11 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     })
 }
 
-/// Whether a `text` finding says of its stretch what the transcript shows: the
-/// request it came from, the span, the field, words, shingles, distinctive words and
-/// chance of a coincidence.
-fn says(leak: &LeakEvidence, hit: &crate::provenance::TextHit) -> bool {
-    leak.seeded_in == Some(hit.source)
-        && leak.matched == hit.text
-        && leak.words.as_ref() == Some(&crate::outcome::WordMatch::from(hit.clone()))
+/// Whether a `text` finding says of its stretch what the transcript shows (`hit`, as
+/// the ledger found it): the request it came from, the span, the field, words,
+/// shingles, distinctive words and chance of a coincidence.
+fn says(leak: &LeakEvidence, hit: &LeakEvidence) -> bool {
+    leak.seeded_in == hit.seeded_in && leak.matched == hit.matched && leak.words == hit.words
 }
 
 /// A stretch's match, in words, for a refusal.
@@ -557,38 +540,6 @@ fn describe(w: &crate::outcome::WordMatch) -> String {
         w.distinctive.join(", "),
         crate::outcome::coincidence(w.chance)
     )
-}
-
-/// What one exchange line showed that its case, and every case citing it, answers
-/// for.
-struct Seen {
-    redirected: bool,
-    /// The other tenants' canaries in what came back.
-    hits: Vec<String>,
-    /// Another request's text in the answer, by id: another tenant's words
-    /// (`owner/text/seq`), sentences of another request (`owner/passage/seq`).
-    passages: Vec<String>,
-}
-
-impl Seen {
-    fn lay_on(
-        &self,
-        case: &str,
-        seq: u64,
-        redirected: &mut BTreeSet<String>,
-        leaks: &mut BTreeMap<String, BTreeSet<(u64, String)>>,
-        misrouted: &mut BTreeMap<String, BTreeSet<(u64, String)>>,
-    ) {
-        if self.redirected {
-            redirected.insert(case.to_owned());
-        }
-        for id in &self.hits {
-            leaks.entry(case.to_owned()).or_default().insert((seq, id.clone()));
-        }
-        for id in &self.passages {
-            misrouted.entry(case.to_owned()).or_default().insert((seq, id.clone()));
-        }
-    }
 }
 
 /// The kind of another request's text a leak's fragment is, as its id names it
