@@ -1073,7 +1073,9 @@ fn rate_limits(session: &Session, earlier: Option<RateLimits>) -> Option<RateLim
         waited_secs: 0,
     });
     let all = RateLimits {
-        answers: earlier.answers + spent.rate_limit_answers,
+        // Read from the ledger, which folded a resumed run's first part too: what
+        // `verify` counts in the transcript.
+        answers: session.rate_limited(),
         waited_out: earlier.waited_out + spent.rate_limits_waited,
         waited_secs: earlier.waited_secs + spent.rate_limit_secs,
     };

@@ -199,8 +199,6 @@ pub struct Spent {
     /// count over the estimate on the answers so far: what it bills, known only once
     /// it answered.
     pub counted_prompt_tokens: u64,
-    /// Answers with HTTP status 429.
-    pub rate_limit_answers: u64,
     /// Rate limits (429 or 503 with a `Retry-After` within the profile's bound) waited
     /// out and tried again.
     pub rate_limits_waited: u64,
@@ -217,7 +215,6 @@ impl std::ops::Add for Spent {
             completion_tokens: self.completion_tokens + o.completion_tokens,
             usd: self.usd + o.usd,
             counted_prompt_tokens: self.counted_prompt_tokens + o.counted_prompt_tokens,
-            rate_limit_answers: self.rate_limit_answers + o.rate_limit_answers,
             rate_limits_waited: self.rate_limits_waited + o.rate_limits_waited,
             rate_limit_secs: self.rate_limit_secs + o.rate_limit_secs,
         }
@@ -234,7 +231,6 @@ impl std::ops::Sub for Spent {
             completion_tokens: self.completion_tokens - o.completion_tokens,
             usd: self.usd - o.usd,
             counted_prompt_tokens: self.counted_prompt_tokens - o.counted_prompt_tokens,
-            rate_limit_answers: self.rate_limit_answers - o.rate_limit_answers,
             rate_limits_waited: self.rate_limits_waited - o.rate_limits_waited,
             rate_limit_secs: self.rate_limit_secs - o.rate_limit_secs,
         }
@@ -387,6 +383,12 @@ impl Session {
     /// The signal that interrupted the run, if one did.
     pub fn interrupted(&self) -> Option<&'static str> {
         *self.stop.borrow()
+    }
+
+    /// The answers recorded with HTTP status 429, the first part's of a resumed run
+    /// too (its lines are read into the ledger).
+    pub fn rate_limited(&self) -> u64 {
+        self.ledger().rate_limited()
     }
 
     /// What the answers recorded under `case`, or cited for it, showed: other tenants'
@@ -750,9 +752,6 @@ impl Session {
                 }
             };
             let retry = retry_after(&exchange, backoffs, max_wait);
-            if exchange.status == Some(429) {
-                self.accounts().spent.rate_limit_answers += 1;
-            }
             self.count(prompt_tokens, &exchange);
             let sent = self.record(case, recorded_as, exchange)?;
             self.note_refusal(recorded_as, expect, sent.seq, &sent.exchange);

@@ -18,6 +18,7 @@ mod interrupt;
 mod leak_rate;
 mod matrix;
 mod merge;
+mod modules;
 mod policy;
 mod provenance;
 mod run;

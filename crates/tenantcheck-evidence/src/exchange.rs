@@ -111,8 +111,31 @@ impl RecordedRequest {
     /// canary read back, content no request accounts for) by the run and by `verify`
     /// alike, so that neither can see text the other does not.
     pub fn text(&self) -> String {
-        self.body.as_ref().map(crate::passage::request_text).unwrap_or_default()
+        self.body.as_ref().map(request_text).unwrap_or_default()
     }
+}
+
+/// Every string in a request body, in order: the text the request carried, whatever
+/// the API's shape. Sentences are read string by string: where one string ends a
+/// sentence ends, so that a field's name or a role (`user`) never joins the sentence
+/// after it.
+pub(crate) fn strings(body: &serde_json::Value) -> Vec<&str> {
+    fn walk<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, &mut out);
+    out
+}
+
+/// The text a request carried: every string of its body, joined by line breaks.
+pub fn request_text(body: &serde_json::Value) -> String {
+    strings(body).join("\n")
 }
 
 /// Token usage as reported by the vendor.

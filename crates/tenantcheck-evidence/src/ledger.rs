@@ -104,6 +104,8 @@ pub struct Ledger {
     lines: BTreeMap<u64, Seen>,
     cases: BTreeMap<String, Evidence>,
     cited: Vec<Citation>,
+    /// Answers with HTTP status 429.
+    rate_limited: u64,
 }
 
 impl Ledger {
@@ -117,6 +119,7 @@ impl Ledger {
             lines: BTreeMap::new(),
             cases: BTreeMap::new(),
             cited: Vec::new(),
+            rate_limited: 0,
         }
     }
 
@@ -226,9 +229,10 @@ impl Ledger {
 
     /// Reads the exchange recorded at `seq` under `case` as `tenant`: scans its
     /// answer for other tenants' canaries, judges it against every request before it
-    /// and adds its request's text, notes a redirect, and lays what it showed on
-    /// `case`.
+    /// and adds its request's text, notes a redirect or a rate limit, and lays what it
+    /// showed on `case`.
     pub fn exchange(&mut self, seq: u64, case: &str, tenant: &str, exchange: &Exchange) -> &Seen {
+        self.rate_limited += u64::from(exchange.status == Some(429));
         let hits = self.scanner.scan(&exchange.returned_text(), tenant);
         let canaries = hits
             .into_iter()
@@ -326,6 +330,11 @@ impl Ledger {
     pub fn cited(&self) -> &[Citation] {
         &self.cited
     }
+
+    /// The answers read with HTTP status 429 (a rate limit), every case's.
+    pub fn rate_limited(&self) -> u64 {
+        self.rate_limited
+    }
 }
 
 #[cfg(test)]
@@ -398,6 +407,8 @@ mod tests {
         ex.headers.insert("location".into(), "http://127.0.0.1:1/x".into());
         l.exchange(4, "net", "b", &ex);
         l.exchange(5, "net", "b", &answer("hi", "hello", 200));
+        l.exchange(6, "net", "b", &answer("hi", "", 429));
+        assert_eq!(l.rate_limited(), 1);
         assert_eq!(
             l.evidence("net").redirects,
             [Redirect {

@@ -149,7 +149,7 @@ impl Passages {
         answer: Option<&str>,
         outputs: &[(String, String)],
     ) -> Judged {
-        let strings = body.map(strings).unwrap_or_default();
+        let strings = body.map(crate::exchange::strings).unwrap_or_default();
         let text: Vec<Sentence> = strings.iter().flat_map(|s| sentences(s, false)).collect();
         // A request without a body (a GET of a stored object, an engine's own
         // endpoint) is answered from state by design: only prompts are judged.
@@ -227,28 +227,7 @@ impl Passages {
     }
 }
 
-/// Every string in a request body, in order: the text the request carried, whatever
-/// the API's shape. Sentences are read string by string: where one string ends a
-/// sentence ends, so that a field's name or a role (`user`) never joins the sentence
-/// after it.
-pub(crate) fn strings(body: &serde_json::Value) -> Vec<&str> {
-    fn walk<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
-        match v {
-            serde_json::Value::String(s) => out.push(s),
-            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
-            serde_json::Value::Object(o) => o.values().for_each(|v| walk(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(body, &mut out);
-    out
-}
-
-/// The text a request carried: every string of its body, joined by line breaks.
-pub fn request_text(body: &serde_json::Value) -> String {
-    strings(body).join("\n")
-}
+pub use crate::exchange::request_text;
 
 /// Whether a request body continues state the vendor stores.
 fn continues_state(body: &serde_json::Value) -> bool {

@@ -15,6 +15,9 @@
 //! written once into one `String` of the right capacity; a 1,048,576-token prompt takes
 //! a few tens of milliseconds (see `benches/prompt.rs`).
 
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
 /// The range of characters per token believed (real tokenizers give about 2 to 6 for
 /// English prose).
 pub const MIN_CHARS_PER_TOKEN: f64 = 1.0;
@@ -96,15 +99,15 @@ impl PromptBuilder {
     /// A prompt of about `tokens` tokens: `head`, then filler with each of `placed` at
     /// its depth (on a sentence boundary), then `tail`; the filler drawn from `filler`.
     ///
-    /// A long prompt's generator inputs are remembered ([`crate::recipe::remember`]),
-    /// so that the transcript can record it by reference.
+    /// A long prompt's generator inputs are remembered ([`remember`]), so that the
+    /// transcript can record it by reference ([`crate::recipe`]).
     pub fn build(&self, tokens: u64, filler: &Filler, head: &str, placed: &[Placed], tail: &str) -> String {
         let chars = self.chars_for(tokens);
         let text = write(chars, filler, head, placed, tail);
-        if text.len() >= crate::recipe::MIN_CHARS {
-            crate::recipe::remember(
+        if text.len() >= MIN_CHARS {
+            remember(
                 &text,
-                crate::recipe::Recipe {
+                Recipe {
                     chars,
                     seed: filler.seed,
                     marks: filler.marks.clone(),
@@ -119,7 +122,7 @@ impl PromptBuilder {
 }
 
 /// [`PromptBuilder::build`]'s text of about `total` characters, not remembered: the
-/// generator itself, which a [`crate::recipe::Recipe`] runs again.
+/// generator itself, which a [`Recipe`] runs again.
 pub(crate) fn write(total: usize, filler: &Filler, head: &str, placed: &[Placed], tail: &str) -> String {
     let fixed = head.len() + tail.len() + placed.iter().map(|p| p.text.len() + 2).sum::<usize>();
     let room = total.saturating_sub(fixed);
@@ -338,6 +341,102 @@ const ADVERBIALS: &[&str] = &[
     "after the storm passed",
     "in the usual way",
 ];
+
+// What the builder remembers of its long prompts: each one's recipe, by the digest
+// of its text, so that the transcript can record it by reference
+// ([`crate::recipe`]).
+
+/// Prompts at least this long (in bytes) are recorded by reference.
+pub const MIN_CHARS: usize = 8 * 1024;
+
+/// Recipes remembered at most; the oldest are forgotten first. A prompt is recorded
+/// right after it is built, so a few hundred is far more than any case holds at once.
+const BOOK_SIZE: usize = 1024;
+
+/// A generated prompt's inputs: [`PromptBuilder::build`] with them
+/// writes the same text again.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// The length aimed for, in characters (the token target times the ratio the
+    /// builder had learnt).
+    pub chars: usize,
+    /// The filler's seed.
+    pub seed: u64,
+    /// The names that mark the filler as one tenant's; none for unmarked prose.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<String>,
+    /// The text before the filler.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub head: String,
+    /// Texts placed at depths of the filler.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placed: Vec<Placed>,
+    /// The text after the filler.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tail: String,
+}
+
+impl Recipe {
+    /// The text these inputs generate.
+    pub fn text(&self) -> String {
+        let filler = Filler {
+            seed: self.seed,
+            marks: self.marks.clone(),
+        };
+        write(self.chars, &filler, &self.head, &self.placed, &self.tail)
+    }
+}
+
+struct Book {
+    /// Each recipe and the length of its text, by the text's digest.
+    by_digest: BTreeMap<String, (Recipe, usize)>,
+    order: VecDeque<String>,
+}
+
+static BOOK: Mutex<Book> = Mutex::new(Book {
+    by_digest: BTreeMap::new(),
+    order: VecDeque::new(),
+});
+
+/// Remembers that `recipe` generates `text`.
+pub fn remember(text: &str, recipe: Recipe) {
+    let digest = crate::sha256_hex(text.as_bytes());
+    let mut book = BOOK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if book.by_digest.insert(digest.clone(), (recipe, text.len())).is_none() {
+        book.order.push_back(digest);
+        while book.order.len() > BOOK_SIZE {
+            if let Some(old) = book.order.pop_front() {
+                book.by_digest.remove(&old);
+            }
+        }
+    }
+}
+
+/// The recipe of `text`, or of all of it but the last `max_after` bytes at most, where
+/// the builder remembers one; with the length of the text it generates.
+pub fn recall(text: &str, max_after: usize) -> Option<(Recipe, usize)> {
+    let book = BOOK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let whole = book
+        .by_digest
+        .get(&crate::sha256_hex(text.as_bytes()))
+        .map(|(recipe, _)| (recipe.clone(), text.len()));
+    whole.or_else(|| {
+        // The lengths of known texts that could open this one, longest first.
+        let mut lengths: Vec<usize> = book
+            .by_digest
+            .values()
+            .map(|&(_, len)| len)
+            .filter(|&len| len < text.len() && text.len() - len <= max_after && text.is_char_boundary(len))
+            .collect();
+        lengths.sort_unstable_by(|a, b| b.cmp(a));
+        lengths.dedup();
+        lengths.into_iter().find_map(|len| {
+            let (recipe, _) = book.by_digest.get(&crate::sha256_hex(&text.as_bytes()[..len]))?;
+            Some((recipe.clone(), len))
+        })
+    })
+}
 
 #[cfg(test)]
 mod tests {

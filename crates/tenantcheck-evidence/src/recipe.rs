@@ -26,13 +26,8 @@
 //! Shorter prompts, and text the builder did not make (a pinned opening, a malformed
 //! body), stay in full.
 
-use crate::prompt::{Filler, Placed};
+pub use crate::prompt::{MIN_CHARS, Recipe};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
-
-/// Prompts at least this long (in bytes) are recorded by reference.
-pub const MIN_CHARS: usize = 8 * 1024;
 
 /// The generator a [`Reference`] names: the prose of [`crate::prompt`] as this version
 /// writes it. A change to that prose must change this name.
@@ -40,45 +35,6 @@ pub const GENERATOR: &str = "tenantcheck-prose/1";
 
 /// The most bytes a referenced string may hold after its generated text.
 pub const MAX_AFTER: usize = 4 * 1024;
-
-/// Recipes remembered at most; the oldest are forgotten first. A prompt is recorded
-/// right after it is built, so a few hundred is far more than any case holds at once.
-const BOOK_SIZE: usize = 1024;
-
-/// A generated prompt's inputs: [`crate::prompt::PromptBuilder::build`] with them
-/// writes the same text again.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Recipe {
-    /// The length aimed for, in characters (the token target times the ratio the
-    /// builder had learnt).
-    pub chars: usize,
-    /// The filler's seed.
-    pub seed: u64,
-    /// The names that mark the filler as one tenant's; none for unmarked prose.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub marks: Vec<String>,
-    /// The text before the filler.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub head: String,
-    /// Texts placed at depths of the filler.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub placed: Vec<Placed>,
-    /// The text after the filler.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub tail: String,
-}
-
-impl Recipe {
-    /// The text these inputs generate.
-    pub fn text(&self) -> String {
-        let filler = Filler {
-            seed: self.seed,
-            marks: self.marks.clone(),
-        };
-        crate::prompt::write(self.chars, &filler, &self.head, &self.placed, &self.tail)
-    }
-}
 
 /// What the transcript holds in place of a generated prompt: the generator, its
 /// inputs, and the digest and length of the exact text sent.
@@ -101,31 +57,6 @@ pub struct Reference {
 /// The key a [`Reference`] sits under, in place of the string it stands for.
 pub const KEY: &str = "generated";
 
-struct Book {
-    /// Each recipe and the length of its text, by the text's digest.
-    by_digest: BTreeMap<String, (Recipe, usize)>,
-    order: VecDeque<String>,
-}
-
-static BOOK: Mutex<Book> = Mutex::new(Book {
-    by_digest: BTreeMap::new(),
-    order: VecDeque::new(),
-});
-
-/// Remembers that `recipe` generates `text`.
-pub fn remember(text: &str, recipe: Recipe) {
-    let digest = crate::sha256_hex(text.as_bytes());
-    let mut book = BOOK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if book.by_digest.insert(digest.clone(), (recipe, text.len())).is_none() {
-        book.order.push_back(digest);
-        while book.order.len() > BOOK_SIZE {
-            if let Some(old) = book.order.pop_front() {
-                book.by_digest.remove(&old);
-            }
-        }
-    }
-}
-
 /// The reference for `text`, where the book knows how it, or all of it but the last
 /// [`MAX_AFTER`] bytes at most, was generated.
 pub fn reference(text: &str) -> Option<Reference> {
@@ -133,27 +64,7 @@ pub fn reference(text: &str) -> Option<Reference> {
         return None;
     }
     let digest = crate::sha256_hex(text.as_bytes());
-    let book = BOOK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let found = book
-        .by_digest
-        .get(&digest)
-        .map(|(recipe, _)| (recipe.clone(), text.len()));
-    let found = found.or_else(|| {
-        // The lengths of known texts that could open this one, longest first.
-        let mut lengths: Vec<usize> = book
-            .by_digest
-            .values()
-            .map(|&(_, len)| len)
-            .filter(|&len| len < text.len() && text.len() - len <= MAX_AFTER && text.is_char_boundary(len))
-            .collect();
-        lengths.sort_unstable_by(|a, b| b.cmp(a));
-        lengths.dedup();
-        lengths.into_iter().find_map(|len| {
-            let (recipe, _) = book.by_digest.get(&crate::sha256_hex(&text.as_bytes()[..len]))?;
-            Some((recipe.clone(), len))
-        })
-    });
-    let (recipe, len) = found?;
+    let (recipe, len) = crate::prompt::recall(text, MAX_AFTER)?;
     Some(Reference {
         generator: GENERATOR.to_owned(),
         recipe,
@@ -232,7 +143,7 @@ pub fn expand(value: &mut serde_json::Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::PromptBuilder;
+    use crate::prompt::{Filler, Placed, PromptBuilder};
     use serde_json::json;
 
     fn long_prompt(seed: u64) -> String {

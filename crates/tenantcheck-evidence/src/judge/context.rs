@@ -131,7 +131,7 @@ impl Recall {
 /// longest string its request carried (the one user message; a model's name or a role
 /// is a word). The run counts it as `verify` does, from the recorded request.
 pub fn prompt_of(request: &crate::exchange::RecordedRequest) -> String {
-    let strings = request.body.as_ref().map(crate::passage::strings).unwrap_or_default();
+    let strings = request.body.as_ref().map(crate::exchange::strings).unwrap_or_default();
     strings
         .into_iter()
         .max_by_key(|s| s.len())

@@ -101,7 +101,6 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // The answers by seq, for the positive controls.
     let mut answers: BTreeMap<u64, Answer> = BTreeMap::new();
     let mut responses = 0;
-    let mut rate_limited = 0u64;
     // What a case re-judges follows from the probe it ran, as the report records it,
     // not from its id: a suite may name its cases as it likes.
     let probe_of: BTreeMap<&str, &str> = report.cases.iter().map(|c| (c.id.as_str(), c.probe.as_str())).collect();
@@ -186,7 +185,6 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         };
         let tenant = tenant.as_str();
         responses += 1;
-        rate_limited += u64::from(ex.status == Some(429));
         timed.insert(seq, (case.clone(), tenant.to_owned(), ex.timings.first_answer_ms()));
         // The messages' length as the run counted it for node coverage: their texts
         // and a line break between each two.
@@ -504,6 +502,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         }
     }
     let signed = report.rate_limits.map_or(0, |r| r.answers);
+    let rate_limited = ledger.rate_limited();
     if signed != rate_limited {
         return Err(bad(
             "rate_limits",
