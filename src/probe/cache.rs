@@ -168,7 +168,7 @@ impl Level {
 pub struct CrossTenantTiming;
 
 impl super::Probe for CrossTenantTiming {
-    const KIND: &'static str = "cache.cross-tenant-timing";
+    const KIND: &'static str = crate::judge::kind::TIMING;
     type Params = TimingParams;
 
     fn validate(p: &TimingParams) -> Result<(), super::ParamsError> {

@@ -161,7 +161,7 @@ struct Answered {
 pub struct Binding;
 
 impl super::Probe for Binding {
-    const KIND: &'static str = "concurrency.binding";
+    const KIND: &'static str = crate::judge::kind::BINDING;
     type Params = BindingParams;
 
     fn validate(p: &BindingParams) -> Result<(), super::ParamsError> {

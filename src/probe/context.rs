@@ -446,7 +446,7 @@ struct Search<'a> {
 pub struct Boundary;
 
 impl super::Probe for Boundary {
-    const KIND: &'static str = "context.boundary";
+    const KIND: &'static str = crate::judge::kind::CONTEXT_BOUNDARY;
     type Params = BoundaryParams;
 
     fn validate(p: &BoundaryParams) -> Result<(), super::ParamsError> {
@@ -1051,7 +1051,7 @@ fn excerpt(text: &str) -> String {
 pub struct Recall;
 
 impl super::Probe for Recall {
-    const KIND: &'static str = "context.recall";
+    const KIND: &'static str = crate::judge::kind::CONTEXT_RECALL;
     type Params = RecallParams;
 
     fn validate(p: &RecallParams) -> Result<(), super::ParamsError> {

@@ -27,7 +27,7 @@ pub struct NoParams {}
 pub struct KvPool;
 
 impl super::Probe for KvPool {
-    const KIND: &'static str = "declared.kv-pool";
+    const KIND: &'static str = crate::judge::kind::KV_POOL;
     type Params = NoParams;
 
     async fn run(p: &NoParams, ctx: Context<'_>) -> Outcome {
@@ -84,7 +84,7 @@ pub fn kv_pool(ctx: Context<'_>) -> Outcome {
 pub struct Advisories;
 
 impl super::Probe for Advisories {
-    const KIND: &'static str = "declared.advisories";
+    const KIND: &'static str = crate::judge::kind::ADVISORIES;
     type Params = NoParams;
 
     async fn run(p: &NoParams, ctx: Context<'_>) -> Outcome {

@@ -24,7 +24,7 @@ pub struct ErrorsParams {}
 pub struct Semantics;
 
 impl super::Probe for Semantics {
-    const KIND: &'static str = "errors.semantics";
+    const KIND: &'static str = crate::judge::kind::ERRORS;
     type Params = ErrorsParams;
 
     async fn run(p: &ErrorsParams, ctx: Context<'_>) -> Outcome {

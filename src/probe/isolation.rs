@@ -233,7 +233,7 @@ const MAX_FINDINGS: usize = 25;
 pub struct CanaryResidue;
 
 impl super::Probe for CanaryResidue {
-    const KIND: &'static str = "isolation.canary-residue";
+    const KIND: &'static str = crate::judge::kind::CANARY_RESIDUE;
     type Params = CanaryResidueParams;
 
     fn validate(p: &CanaryResidueParams) -> Result<(), super::ParamsError> {

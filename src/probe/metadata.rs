@@ -88,7 +88,7 @@ fn default_settle_ms() -> u64 {
 pub struct CrossTenant;
 
 impl super::Probe for CrossTenant {
-    const KIND: &'static str = "metadata.cross-tenant";
+    const KIND: &'static str = crate::judge::kind::METADATA;
     type Params = MetadataParams;
 
     fn validate(p: &MetadataParams) -> Result<(), super::ParamsError> {

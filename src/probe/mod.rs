@@ -701,6 +701,14 @@ mod tests {
 
     use crate::outcome::FindingCode;
 
+    #[test]
+    fn every_registered_probe_is_a_kind_the_evidence_knows_and_every_kind_is_registered() {
+        let registered: std::collections::BTreeSet<&str> = kinds().collect();
+        let known: std::collections::BTreeSet<&str> = crate::judge::kind::ALL.into_iter().collect();
+        assert_eq!(registered, known);
+        assert_eq!(registered.len(), REGISTRY.len(), "a kind registered twice");
+    }
+
     fn leak(returned_in: u64, index: u32) -> LeakEvidence {
         LeakEvidence {
             canary_id: format!("b/case/{index}"),

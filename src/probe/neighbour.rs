@@ -97,7 +97,7 @@ fn default_latency_floor_ms() -> f64 {
 pub struct NoisyNeighbour;
 
 impl super::Probe for NoisyNeighbour {
-    const KIND: &'static str = "availability.noisy-neighbour";
+    const KIND: &'static str = crate::judge::kind::NOISY_NEIGHBOUR;
     type Params = NeighbourParams;
 
     fn validate(p: &NeighbourParams) -> Result<(), super::ParamsError> {

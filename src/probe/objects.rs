@@ -25,7 +25,7 @@ pub struct ObjectsParams {}
 pub struct CrossTenant;
 
 impl super::Probe for CrossTenant {
-    const KIND: &'static str = "objects.cross-tenant";
+    const KIND: &'static str = crate::judge::kind::OBJECTS;
     type Params = ObjectsParams;
 
     async fn run(p: &ObjectsParams, ctx: Context<'_>) -> Outcome {

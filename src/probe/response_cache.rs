@@ -83,7 +83,7 @@ impl Default for ResponseReuseParams {
 pub struct ResponseReuse;
 
 impl super::Probe for ResponseReuse {
-    const KIND: &'static str = "cache.response-reuse";
+    const KIND: &'static str = crate::judge::kind::RESPONSE_REUSE;
     type Params = ResponseReuseParams;
 
     fn validate(p: &ResponseReuseParams) -> Result<(), super::ParamsError> {

@@ -37,7 +37,7 @@ fn default_max_tokens() -> u32 {
 pub struct Integrity;
 
 impl super::Probe for Integrity {
-    const KIND: &'static str = "stream.integrity";
+    const KIND: &'static str = crate::judge::kind::STREAM;
     type Params = StreamParams;
 
     async fn run(p: &StreamParams, ctx: Context<'_>) -> Outcome {

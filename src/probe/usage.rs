@@ -70,7 +70,7 @@ impl UsageParams {
 pub struct Consistency;
 
 impl super::Probe for Consistency {
-    const KIND: &'static str = "usage.consistency";
+    const KIND: &'static str = crate::judge::kind::USAGE;
     type Params = UsageParams;
 
     fn validate(p: &UsageParams) -> Result<(), super::ParamsError> {

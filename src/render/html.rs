@@ -229,8 +229,8 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
     }
     h.push_str("</table></div><div><h3>Measured by this run</h3><table>\n");
     for c in &report.cases {
-        let measured = match (c.id.as_str(), c.outcome.verdict) {
-            ("context.boundary", Verdict::Pass | Verdict::Fail) => {
+        let measured = match (c.probe.as_str(), c.outcome.verdict) {
+            (crate::judge::kind::CONTEXT_BOUNDARY, Verdict::Pass | Verdict::Fail) => {
                 format!("effective context {} tokens", c.outcome.coverage.max_prompt_tokens)
             }
             (_, v) => v.label().to_lowercase(),

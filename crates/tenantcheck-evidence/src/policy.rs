@@ -306,7 +306,7 @@ pub fn evaluate(report: &Report, key_id: &str, policy: &Policy, now_unix: i64) -
         for c in report
             .cases
             .iter()
-            .filter(|c| c.probe == "context.boundary" && c.outcome.verdict != Verdict::Skipped)
+            .filter(|c| c.probe == crate::judge::kind::CONTEXT_BOUNDARY && c.outcome.verdict != Verdict::Skipped)
         {
             let share = c.outcome.coverage.max_prompt_tokens as f64 / profile.context_window.max(1) as f64;
             req(

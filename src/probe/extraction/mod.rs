@@ -139,7 +139,7 @@ impl Default for ExtractionParams {
 pub struct PrefixExtraction;
 
 impl super::Probe for PrefixExtraction {
-    const KIND: &'static str = "cache.prefix-extraction";
+    const KIND: &'static str = crate::judge::kind::PREFIX_EXTRACTION;
     type Params = ExtractionParams;
 
     fn validate(p: &ExtractionParams) -> Result<(), super::ParamsError> {

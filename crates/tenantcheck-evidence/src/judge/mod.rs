@@ -9,6 +9,7 @@
 
 pub mod context;
 pub mod extraction;
+pub mod kind;
 pub mod metadata;
 pub mod neighbour;
 pub mod reuse;

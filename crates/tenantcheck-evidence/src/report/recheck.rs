@@ -46,6 +46,7 @@
 use super::{Report, VerifyError};
 use crate::canary::RunSecret;
 use crate::exchange::Exchange;
+use crate::judge::kind;
 use crate::outcome::{FindingCode, LeakEvidence, Verdict};
 use crate::scan::Scanner;
 use crate::transcript::Line;
@@ -128,7 +129,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                     refusals.remove(case);
                     roles.remove(case);
                     kept.retain(|_, line| line.cases.first() != Some(case));
-                    if runs(case, "usage.consistency") {
+                    if runs(case, kind::USAGE) {
                         usage_answers.clear();
                     }
                 }
@@ -147,7 +148,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 for seq in cites {
                     // Only the answers the probes' own rules re-judge from their lines
                     // cannot be cited: their count would come out short.
-                    if runs(&case, "usage.consistency") || runs(&case, "errors.semantics") {
+                    if runs(&case, kind::USAGE) || runs(&case, kind::ERRORS) {
                         return Err(bad(
                             &case,
                             format!("cites #{seq}, but its answers are re-judged from its own lines"),
@@ -217,10 +218,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             },
         );
         ledger.exchange(seq, &case, tenant, &ex);
-        if runs(&case, "errors.semantics") && crate::judge::improper_refusal(&ex).is_some() {
+        if runs(&case, kind::ERRORS) && crate::judge::improper_refusal(&ex).is_some() {
             *refusals.entry(case.clone()).or_default() += 1;
         }
-        if runs(&case, "stream.integrity")
+        if runs(&case, kind::STREAM)
             && ex.is_success()
             && crate::judge::stream::asked(&ex)
             && !crate::judge::stream::malformed(report.vendor.profile.adapter, &ex).is_empty()
@@ -233,7 +234,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 seq,
                 super::rejudge::KeptLine::of(&case, probe, tenant, ex, report.vendor.profile.tokenizer),
             );
-        } else if runs(&case, "usage.consistency") {
+        } else if runs(&case, kind::USAGE) {
             let prompt = ex
                 .request
                 .body
@@ -396,7 +397,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 },
             },
         )?;
-        if c.probe == "usage.consistency" && c.outcome.verdict != Verdict::Skipped {
+        if c.probe == kind::USAGE && c.outcome.verdict != Verdict::Skipped {
             let p: crate::judge::usage::Rule =
                 serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
             let answered: Vec<_> = usage_answers.iter().map(|(s, p, e)| (*s, p.as_str(), e)).collect();
@@ -481,12 +482,12 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         }
         // Findings one per judged answer: as many as the transcript shows.
         let per_answer = match c.probe.as_str() {
-            "stream.integrity" => Some((
+            kind::STREAM => Some((
                 FindingCode::StreamMalformed,
                 &malformed_streams,
                 "streams in the transcript are malformed or unfinished",
             )),
-            "errors.semantics" => Some((
+            kind::ERRORS => Some((
                 FindingCode::FailureAsSuccess,
                 &refusals,
                 "answers in the transcript are improper refusals",
@@ -636,7 +637,7 @@ fn recheck_nodes(
     // The long prompts and what each node needs: the top band's exposures and the
     // power's rule for the isolation case; the prompts at the top length, one each,
     // for the boundary case (a node that mishandles that length does so every time).
-    let (exposed, needed): (BTreeSet<u64>, u32) = if c.probe == "context.boundary" {
+    let (exposed, needed): (BTreeSet<u64>, u32) = if c.probe == kind::CONTEXT_BOUNDARY {
         let top = c.outcome.coverage.target_prompt_tokens;
         let context = report.vendor.profile.context_window;
         let exposed = c
@@ -698,7 +699,7 @@ fn recheck_power(
         !crate::judge::foreign(&a.carried, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty()).is_empty()
     };
     // Only isolation looks for foreign content; elsewhere every list must be empty.
-    let looks = c.probe == "isolation.canary-residue";
+    let looks = c.probe == kind::CANARY_RESIDUE;
     let same_foreign = |what: String, listed: &[u64], seqs: &[u64]| -> Result<(), VerifyError> {
         let again: Vec<u64> = seqs
             .iter()
@@ -716,7 +717,7 @@ fn recheck_power(
     use crate::outcome::{EchoBand, Power};
     let (case, outcome) = (c.id.as_str(), &c.outcome);
     // Isolation's exposures are probers' answers, each right after a seeder's request.
-    let after_another = c.probe == "isolation.canary-residue";
+    let after_another = c.probe == kind::CANARY_RESIDUE;
     // Each tenant's canaries in this case, derived once.
     let mut owned: BTreeMap<String, Vec<crate::canary::Canary>> = BTreeMap::new();
     for i in report.canaries.iter().filter(|i| i.case == case) {

@@ -9,17 +9,18 @@ use super::recheck::bad;
 use super::{Report, VerifyError};
 use crate::canary::{Needle, RunSecret};
 use crate::exchange::Exchange;
+use crate::judge::kind;
 use crate::outcome::{FindingCode, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The probe kinds re-judged here.
 pub(super) const KINDS: [&str; 6] = [
-    "context.boundary",
-    "context.recall",
-    "availability.noisy-neighbour",
-    "metadata.cross-tenant",
-    "cache.response-reuse",
-    "cache.prefix-extraction",
+    kind::CONTEXT_BOUNDARY,
+    kind::CONTEXT_RECALL,
+    kind::NOISY_NEIGHBOUR,
+    kind::METADATA,
+    kind::RESPONSE_REUSE,
+    kind::PREFIX_EXTRACTION,
 ];
 
 /// One case's roles: each role's lines, in the order the case sent them.
@@ -54,10 +55,10 @@ impl KeptLine {
         tokenizer: Option<crate::profile::LocalTokenizer>,
     ) -> KeptLine {
         let facts = match probe {
-            "context.boundary" | "context.recall" => Needle::stated_in(&exchange.request.text()),
+            kind::CONTEXT_BOUNDARY | kind::CONTEXT_RECALL => Needle::stated_in(&exchange.request.text()),
             _ => Vec::new(),
         };
-        let overrun = (probe == "context.boundary" && facts.is_empty())
+        let overrun = (probe == kind::CONTEXT_BOUNDARY && facts.is_empty())
             .then(|| crate::judge::context::Overrun::counted(&exchange, tokenizer))
             .flatten();
         // The request's body may be a million tokens; the facts are all a rule reads of it.
@@ -91,12 +92,12 @@ pub(super) fn case(
         return Ok(false);
     }
     let judgement = match c.probe.as_str() {
-        "availability.noisy-neighbour" => neighbour(report, c, roles, kept)?,
-        "metadata.cross-tenant" => metadata(report, c, roles, kept, secret)?,
-        "cache.response-reuse" => reuse(c, roles, kept)?,
-        "context.boundary" => boundary(report, c, roles, kept, leaked)?,
-        "context.recall" => recall(c, roles, kept)?,
-        "cache.prefix-extraction" => extraction(c, roles, kept, secret)?,
+        kind::NOISY_NEIGHBOUR => neighbour(report, c, roles, kept)?,
+        kind::METADATA => metadata(report, c, roles, kept, secret)?,
+        kind::RESPONSE_REUSE => reuse(c, roles, kept)?,
+        kind::CONTEXT_BOUNDARY => boundary(report, c, roles, kept, leaked)?,
+        kind::CONTEXT_RECALL => recall(c, roles, kept)?,
+        kind::PREFIX_EXTRACTION => extraction(c, roles, kept, secret)?,
         other => unreachable!("{other} is in KINDS without a re-judge"),
     };
     for (code, judged) in judgement.counts {
