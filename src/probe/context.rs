@@ -419,6 +419,10 @@ struct Search<'a> {
     findings: Vec<Finding>,
     /// Prompt tokens sent when the first finding was made.
     spent_at_first_finding: Option<u64>,
+    /// The prompts that lost their fact, as findings not yet made: each with where it
+    /// goes among the findings and the prompt tokens sent by then. They are made once
+    /// the model has kept the fact past the baseline ([`judge::Boundary::lost`]).
+    losses: Vec<(usize, u64, Finding)>,
     counters: Counters,
     /// (target tokens, tokens sent, how) of every length tried.
     tried: Vec<(u64, u64, Processed)>,
@@ -489,6 +493,7 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
         seeder,
         findings: Vec::new(),
         spent_at_first_finding: None,
+        losses: Vec::new(),
         counters: Counters::default(),
         tried: Vec::new(),
         judged: judge::Boundary::default(),
@@ -505,7 +510,6 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     let short = p.short_tokens.min(top / 2).max(64);
 
     b.try_length(short).await?;
-    let baseline_ok = b.judged.baseline_ok();
     let at_top = b.try_length(top).await?;
     let past_refused = b.past_context(context).await?;
     let overrun = b.past_generation(context).await?;
@@ -516,6 +520,9 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
     };
     b.cover_nodes(top, context).await?;
     let nodes = b.node_coverage(top, context);
+    b.count_losses();
+    // Undecided too where the model kept its fact at the baseline alone.
+    let baseline_ok = b.judged.baseline_ok() && !b.judged.blind();
 
     let c = b.sizer.coverage;
     let spent = format!(
@@ -565,9 +572,14 @@ pub async fn boundary(p: &BoundaryParams, ctx: Context<'_>) -> Result<Outcome, S
             let overrun = match &overrun {
                 Ok(what) | Err(what) => what,
             };
-            Err(format!(
-                "the model did not recall every fact of a {short}-token prompt, so a loss at length says nothing; {effective_text}; {overrun}; {spent}"
-            ))
+            let why = match b.judged.blind() {
+                true => format!(
+                    "the model kept the fact at the start of the {short}-token baseline and of no longer prompt ({} lost it), so the losses say nothing: a model that reads only short prompts and a vendor that keeps only their tails look alike",
+                    b.losses.len()
+                ),
+                false => format!("the model did not recall every fact of a {short}-token prompt, so a loss at length says nothing"),
+            };
+            Err(format!("{why}; {effective_text}; {overrun}; {spent}"))
         },
         c,
     );
@@ -612,7 +624,8 @@ impl Search<'_> {
             // a node signal no answer has carried after two rounds) is not bought.
             let blind = (coverage.signal.is_none() && coverage.declared.is_none())
                 || (coverage.signal.is_some() && coverage.answers.is_empty() && self.node_rounds >= 2);
-            if !self.findings.is_empty() || coverage.suffices() || blind {
+            let decided = !self.findings.is_empty() || !self.judged.lost().is_empty();
+            if decided || coverage.suffices() || blind {
                 break;
             }
             if self.unpinned {
@@ -759,16 +772,18 @@ impl Search<'_> {
         self.lengths.push(sent.seq);
         let (how, lost) = self.judged.judge(sent.seq, ex, &stated, leaked);
         if lost {
-            self.finding(
-                FindingCode::NeedleLost,
-                format!(
+            let finding = Finding {
+                code: FindingCode::NeedleLost,
+                message: format!(
                     "a {sent_tokens}-token prompt within the context was answered 200 without the fact at its start (transcript #{}): {}{}",
                     sent.seq,
                     excerpt(&ex.content),
                     beside_the_loss(self.ctx, ex, true)
                 ),
-                None,
-            );
+                leak: None,
+            };
+            self.losses
+                .push((self.findings.len(), self.sizer.coverage.prompt_tokens, finding));
         }
         self.tried.push((tokens, sent_tokens, how));
         self.sweep.push(SweepPoint {
@@ -997,6 +1012,19 @@ impl Search<'_> {
             self.finding(FindingCode::CrossTenantCanary, message, Some(leak));
         }
         found
+    }
+
+    /// Makes the losses findings, each in its place, where they count
+    /// ([`judge::Boundary::lost`]).
+    fn count_losses(&mut self) {
+        if self.judged.lost().is_empty() {
+            return;
+        }
+        for (made, (at, spent, finding)) in self.losses.drain(..).enumerate() {
+            let first = self.spent_at_first_finding.get_or_insert(spent);
+            *first = (*first).min(spent);
+            self.findings.insert(at + made, finding);
+        }
     }
 
     fn finding(&mut self, code: FindingCode, message: String, leak: Option<LeakEvidence>) {

@@ -36,19 +36,27 @@ pub enum Processed {
 /// every fact its prompt stated, as stated ([`Needle::recalled_in`]; a model that
 /// recalls one fact in three at 256 tokens recalls one now and then, and its losses at
 /// length say nothing of the vendor). After such a baseline, a prompt answered 200
-/// without the fact at its start lost it (a `NeedleLost` finding). An answer holding
-/// another tenant's canary is processed wrongly, and that is its finding instead.
+/// without the fact at its start lost it (a `NeedleLost` finding), provided the model
+/// kept the fact at the start of some prompt longer than the baseline's: one that
+/// keeps it at the baseline alone and at no length past it cannot be told from a
+/// vendor that keeps only a prompt's tail (SmolLM2-135M on llama.cpp recalled its fact
+/// at 287 tokens and wrote "1000" for it at 518, 983 and 1,694), and its losses are
+/// [`Boundary::blind`]. An answer holding another tenant's canary is processed
+/// wrongly, and that is its finding instead.
 #[derive(Clone, Debug, Default)]
 pub struct Boundary {
     baseline_ok: Option<bool>,
-    /// The lines that lost their fact.
-    pub lost: Vec<u64>,
+    /// Whether a prompt after the baseline kept the fact at its start.
+    read_beyond: bool,
+    /// The lines after a good baseline that were answered without their fact.
+    losses: Vec<u64>,
 }
 
 impl Boundary {
     /// Judges the prompt at `seq` (`facts`: those it states, in its order, the one at
     /// its start first; `leaked`: whether its answer holds another tenant's canary);
-    /// returns how it was processed and whether it lost its fact.
+    /// returns how it was processed and whether it lost its fact (which counts only
+    /// where the model shows it reads past the baseline: [`Boundary::lost`]).
     pub fn judge(&mut self, seq: u64, ex: &Exchange, facts: &[Needle], leaked: bool) -> (Processed, bool) {
         let recalled = |n: &Needle| ex.is_success() && n.recalled_in(&ex.content);
         let seen = |n: &Needle| ex.is_success() && n.seen_in(&ex.content);
@@ -63,12 +71,28 @@ impl Boundary {
             Processed::Unknown
         };
         let lost = how == Processed::Wrongly && !leaked && self.baseline_ok == Some(true);
+        self.read_beyond |= self.baseline_ok.is_some() && how == Processed::Correctly;
         self.baseline_ok
             .get_or_insert_with(|| how == Processed::Correctly && facts.iter().all(recalled));
         if lost {
-            self.lost.push(seq);
+            self.losses.push(seq);
         }
         (how, lost)
+    }
+
+    /// The lines that lost their fact, where the losses count: none while the model has
+    /// kept the fact at the start of no prompt past the baseline.
+    pub fn lost(&self) -> &[u64] {
+        match self.read_beyond {
+            true => &self.losses,
+            false => &[],
+        }
+    }
+
+    /// Whether prompts lost their fact and the model kept it at the baseline alone: the
+    /// losses say nothing, and the case is undecided.
+    pub fn blind(&self) -> bool {
+        !self.losses.is_empty() && !self.read_beyond
     }
 
     /// Whether the short baseline, the first prompt judged, recalled every fact it
@@ -246,7 +270,16 @@ mod tests {
             b.judge(5, &answer(200, "cedar-2001"), &facts, false),
             (Processed::Wrongly, true)
         );
-        assert_eq!(b.lost, vec![5]);
+        // Kept at the baseline alone: a model that reads only short prompts and a
+        // vendor that keeps only their tails look alike, and the loss says nothing.
+        assert!(b.lost().is_empty() && b.blind());
+        // Kept at the start of a longer prompt: the loss counts.
+        assert_eq!(
+            b.judge(6, &answer(200, "amber-0193"), &facts, false),
+            (Processed::Correctly, false)
+        );
+        assert_eq!(b.lost(), [5]);
+        assert!(!b.blind());
     }
 
     #[test]

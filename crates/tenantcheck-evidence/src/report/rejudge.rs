@@ -505,15 +505,15 @@ fn boundary(
         .iter()
         .map(|(_, line)| line.overrun.map(|o| usize::from(o.shifted(context))))
         .sum();
-    let findings = accepted + judged.lost.len() + shifted.unwrap_or(0);
+    let findings = accepted + judged.lost().len() + shifted.unwrap_or(0);
     let mut counts = vec![
         (FindingCode::OverLimitAccepted, accepted),
-        (FindingCode::NeedleLost, judged.lost.len()),
+        (FindingCode::NeedleLost, judged.lost().len()),
     ];
     counts.extend(shifted.map(|n| (FindingCode::ContextShifted, n)));
     Ok(Judgement {
         counts,
-        decided: findings > 0 || judged.baseline_ok(),
+        decided: findings > 0 || (judged.baseline_ok() && !judged.blind()),
     })
 }
 
