@@ -1315,15 +1315,21 @@ fn strangers_records_in_long_answers_fail_isolation_and_verify_re_derives_the_ri
         .iter()
         .find(|c| c.id == "isolation.canary-residue")
         .unwrap();
+    // Stale pages may also hand tenant a stretches of tenant b's own requests, which
+    // are named as b's (`CrossTenantText`) ahead of the strangers' records.
     assert!(
         c.outcome
             .summary
-            .starts_with("suspected data of customers outside the run"),
+            .contains("suspected data of customers outside the run"),
         "{}",
         c.outcome.summary
     );
-    let finding = &c.outcome.findings[0];
-    assert_eq!(finding.code, FindingCode::ForeignContent);
+    let finding = c
+        .outcome
+        .findings
+        .iter()
+        .find(|f| f.code == FindingCode::ForeignContent)
+        .expect("a finding of foreign content");
     assert!(finding.message.contains('@'), "{}", finding.message);
     let power = c.outcome.power.as_ref().unwrap();
     assert!(power.foreign_rise().is_some());
@@ -1340,10 +1346,13 @@ fn strangers_records_in_long_answers_fail_isolation_and_verify_re_derives_the_ri
             .unwrap()
             .outcome;
         o.findings.retain(|f| f.code != FindingCode::ForeignContent);
-        o.verdict = Verdict::Pass;
-        r.verdict = Verdict::Pass;
-        r.totals.passed = 1;
-        r.totals.failed = 0;
+        // Passed, unless findings of another kind (another tenant's text) remain.
+        if o.findings.is_empty() {
+            o.verdict = Verdict::Pass;
+            r.verdict = Verdict::Pass;
+            r.totals.passed = 1;
+            r.totals.failed = 0;
+        }
     })
     .unwrap_err();
     assert!(err.contains("does not fail on"), "{err}");
