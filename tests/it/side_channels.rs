@@ -267,9 +267,13 @@ fn cache_salts_isolate_a_global_cache_and_declared_sharing_is_a_declared_risk() 
 #[test]
 fn without_a_cache_the_timing_case_passes_with_what_it_ruled_out() {
     let tmp = TempDir::new("no-cache");
+    // A prefill of 15 µs a token, so that the cache ruled out would save tens of
+    // milliseconds: at the default 1 µs a loaded two-core machine's own jitter once
+    // left the control undecided after 250 pairs (inconclusive, rightly: the data did
+    // not rule a cache out), while the other tests of the binary ran beside it.
     let (_, case) = run_case(
         &tmp,
-        &["--prefix-cache", "off"],
+        &["--prefix-cache", "off", "--prefill-ns-per-token", "15000"],
         "cache",
         unchanged,
         "cache.cross-tenant-timing",

@@ -211,6 +211,24 @@ impl Ledger {
         self.scanner.scan(text, recipient)
     }
 
+    /// Builds the scanner over every canary issued or known so far, so that
+    /// [`Ledger::scan_settled`] may scan through a shared borrow.
+    pub fn settle(&mut self) {
+        self.scanner.settle();
+    }
+
+    /// As [`Ledger::scan`] through a shared borrow, after [`Ledger::settle`] and
+    /// before the next canary: what `verify` checks after the last line with the one
+    /// scanner the fold used (a second scanner over a million-token run's canaries
+    /// would double its peak memory).
+    ///
+    /// # Panics
+    ///
+    /// When a canary was issued or known since the ledger was settled.
+    pub fn scan_settled(&self, text: &str, recipient: &str) -> Vec<Hit> {
+        self.scanner.scan_settled(text, recipient)
+    }
+
     /// The evidence of `hit`, found in the answer recorded at `returned_in` to
     /// `recipient`, with the line of the request that carried the canary first.
     pub fn leak_evidence(&self, hit: Hit, recipient: &str, returned_in: u64) -> LeakEvidence {

@@ -108,10 +108,14 @@ impl Line {
 
 /// Every line of a transcript, in order (empty lines skipped).
 pub fn lines(transcript: &[u8]) -> impl Iterator<Item = Result<Line, String>> + '_ {
-    transcript
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(Line::parse)
+    raw_lines(transcript).map(Line::parse)
+}
+
+/// Every line of a transcript as it is written, without its newline, in order (empty
+/// lines skipped): a reader that needs a line's prompts again later keeps these few
+/// bytes and parses them again ([`Line::parse`]) rather than the prompts' text.
+pub fn raw_lines(transcript: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+    transcript.split(|&b| b == b'\n').filter(|l| !l.is_empty())
 }
 
 /// The transcript's digest and length, as recorded in the report.

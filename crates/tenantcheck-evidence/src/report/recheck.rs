@@ -48,7 +48,6 @@ use crate::canary::RunSecret;
 use crate::exchange::Exchange;
 use crate::judge::kind;
 use crate::outcome::{FindingCode, LeakEvidence, Verdict};
-use crate::scan::Scanner;
 use crate::transcript::Line;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,11 +87,9 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     // redirects), read in transcript order into the ledger the run fed as it recorded
     // them: each answer is judged against the lines before it.
     let mut ledger = crate::ledger::Ledger::new(&labels, &marks);
-    for c in &canaries {
-        ledger.know(c.clone());
+    for c in canaries {
+        ledger.know(c);
     }
-    // The positive controls' check for the canaries themselves.
-    let scanner = Scanner::new(canaries).with_marks(&marks);
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     // Streams of `stream.integrity` that break their API's grammar or do not finish.
     let mut malformed_streams: BTreeMap<String, usize> = BTreeMap::new();
@@ -111,10 +108,10 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut roles: BTreeMap<String, super::rejudge::Roles> = BTreeMap::new();
     let mut kept = super::rejudge::Kept::new();
     let rejudged_kind = |case: &str| probe_of.get(case).is_some_and(|p| super::rejudge::KINDS.contains(p));
-    for (n, line) in crate::transcript::lines(transcript).enumerate() {
+    for (n, raw) in crate::transcript::raw_lines(transcript).enumerate() {
         // Fail closed: a line that does not read (an exchange that does not say whose
         // it is, say) cannot be judged.
-        let line = line.map_err(|e| bad("transcript", format!("line {}: {e}", n + 1)))?;
+        let line = Line::parse(raw).map_err(|e| bad("transcript", format!("line {}: {e}", n + 1)))?;
         let (seq, case, tenant, ex) = match line {
             Line::Exchange {
                 seq,
@@ -204,7 +201,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
             Answer {
                 cases: vec![case.clone()],
                 tenant: tenant.to_owned(),
-                carried: ex.request.text(),
+                line: raw,
                 chars,
                 content: ex.content.clone(),
                 answered: ex.is_success(),
@@ -261,6 +258,8 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
     let mut confirmed = 0;
     let mut usage_checked = None;
     let mut timing_levels = 0;
+    // The positive controls below scan with the fold's own scanner.
+    ledger.settle();
     let mut powers = 0;
     let mut rejudged = 0;
     // The answers that hold another tenant's canary.
@@ -426,7 +425,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                     format!("its power needs {}, its parameters say otherwise", power.min_power),
                 ));
             }
-            recheck_power(report, secret, c, power, &answers, &scanner)?;
+            recheck_power(report, secret, c, power, &answers, &ledger)?;
             powers += 1;
         }
         rejudged += usize::from(super::rejudge::case(
@@ -511,7 +510,7 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
         ));
     }
     Ok(Rechecked {
-        canaries: scanner.len(),
+        canaries: ledger.issued().len(),
         responses,
         cited,
         leaks: confirmed,
@@ -589,12 +588,15 @@ fn held_to(
 }
 
 /// One answer of the transcript, as a positive control sees it.
-struct Answer {
+struct Answer<'t> {
     /// The case that sent it, then every case that cited it.
     cases: Vec<String>,
     tenant: String,
-    /// What the request carried ([`crate::exchange::RecordedRequest::text`]).
-    carried: String,
+    /// Its transcript line as written, prompts by reference: what the request carried
+    /// is read from it again when a control asks ([`Answer::carried`]), so that the
+    /// re-check never holds every prompt of a run (at a million tokens of context, some
+    /// hundred MB of text) at once.
+    line: &'t [u8],
     /// Its messages' characters, with a line break between each two.
     chars: usize,
     content: String,
@@ -604,7 +606,18 @@ struct Answer {
     node: Option<String>,
 }
 
-impl Answer {
+impl Answer<'_> {
+    /// What the request carried ([`crate::exchange::RecordedRequest::text`]), read
+    /// again from its line. The line read once before, so it reads again; were it not
+    /// to, the request would count as carrying nothing, and the controls would find
+    /// more foreign content, not less.
+    fn carried(&self) -> String {
+        match Line::parse(self.line) {
+            Ok(Line::Exchange { exchange, .. }) => exchange.request.text(),
+            _ => String::new(),
+        }
+    }
+
     /// Whether `case` sent or cited it.
     fn judged_by(&self, case: &str) -> bool {
         self.cases.iter().any(|c| c == case)
@@ -620,7 +633,7 @@ fn recheck_nodes(
     report: &Report,
     c: &super::CaseReport,
     nodes: &crate::nodes::NodeCoverage,
-    answers: &BTreeMap<u64, Answer>,
+    answers: &BTreeMap<u64, Answer<'_>>,
 ) -> Result<(), VerifyError> {
     let fleet = report
         .vendor
@@ -691,12 +704,15 @@ fn recheck_power(
     secret: &RunSecret,
     c: &super::CaseReport,
     power: &crate::outcome::Power,
-    answers: &BTreeMap<u64, Answer>,
-    scanner: &Scanner,
+    answers: &BTreeMap<u64, Answer<'_>>,
+    ledger: &crate::ledger::Ledger,
 ) -> Result<(), VerifyError> {
     // Whether an answer held content no prompt of the run and no canary accounts for.
     let foreign = |a: &Answer| {
-        !crate::judge::foreign(&a.carried, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty()).is_empty()
+        !crate::judge::foreign(&a.carried(), &a.content, |item| {
+            !ledger.scan_settled(item, "\u{0}").is_empty()
+        })
+        .is_empty()
     };
     // Only isolation looks for foreign content; elsewhere every list must be empty.
     let looks = c.probe == kind::CANARY_RESIDUE;
@@ -734,7 +750,7 @@ fn recheck_power(
     let echoed_in = |a: &Answer| {
         echoes
             .get(a.tenant.as_str())
-            .is_some_and(|e| e.echoed(&a.carried, &a.content))
+            .is_some_and(|e| e.echoed(&a.carried(), &a.content))
     };
     let in_case: Vec<(&u64, &Answer)> = answers.iter().filter(|(_, a)| a.judged_by(case)).collect();
     let mut bands = Vec::new();
@@ -914,7 +930,7 @@ fn recheck_power(
         }
         Some(_) => {
             let canaries: Vec<crate::canary::Canary> = owned.into_values().flatten().collect();
-            same_named(case, outcome, &canaries, power, answers, scanner)?;
+            same_named(case, outcome, &canaries, power, answers, ledger)?;
         }
         None => {}
     }
@@ -938,8 +954,8 @@ fn same_named(
     outcome: &crate::outcome::Outcome,
     canaries: &[crate::canary::Canary],
     power: &crate::outcome::Power,
-    answers: &BTreeMap<u64, Answer>,
-    scanner: &Scanner,
+    answers: &BTreeMap<u64, Answer<'_>>,
+    ledger: &crate::ledger::Ledger,
 ) -> Result<(), VerifyError> {
     let long: BTreeSet<u64> = power
         .bands
@@ -949,7 +965,9 @@ fn same_named(
         .collect();
     let found = long.iter().filter_map(|seq| {
         let a = answers.get(seq)?;
-        let items = crate::judge::foreign(&a.carried, &a.content, |item| !scanner.scan(item, "\u{0}").is_empty());
+        let items = crate::judge::foreign(&a.carried(), &a.content, |item| {
+            !ledger.scan_settled(item, "\u{0}").is_empty()
+        });
         Some((*seq, a.tenant.as_str(), a.content.as_str(), items))
     });
     let again = crate::judge::foreign_findings(canaries, found);
