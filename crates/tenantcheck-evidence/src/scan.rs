@@ -50,12 +50,12 @@ use aho_corasick::{AhoCorasick, MatchKind};
 /// prompt, and never make a near hit of another tenant's.
 type Owners = std::collections::HashMap<[u8; 12], Vec<String>>;
 
-/// Up to this many patterns (about 400 canaries) the matcher is a DFA; beyond, a
-/// contiguous NFA. The DFA's table grows with patterns times byte classes: over
-/// 10,000 canaries it took 94 MB more than the NFA and three times as long to build
-/// (368 against 109 ms), for 16% more speed on prose that is mostly skipped anyway
-/// (`cargo bench --bench scan`, 602 against 504 MiB/s); a run at a million tokens of
-/// context issues about 5,500 canaries and must stay within 256 MiB.
+/// Up to this many patterns (500 canaries, four patterns each) the matcher is a DFA;
+/// beyond, a contiguous NFA. The DFA's table grows with patterns times byte classes:
+/// over 10,000 canaries it took 94 MB more than the NFA and three times as long to
+/// build (368 against 109 ms), for 16% more speed on prose that is mostly skipped
+/// anyway (`cargo bench --bench scan`, 602 against 504 MiB/s); a run at a million
+/// tokens of context issues about 5,500 canaries and must stay within 256 MiB.
 const MAX_DFA_PATTERNS: usize = 2_000;
 
 /// Every canary fragment holds at least this many digits in a row, once normalised
