@@ -1,4 +1,4 @@
-//! [`write`] and [`open`]: the submission bundle, one file a buyer receives.
+//! [`write()`] and [`open`]: the submission bundle, one file a buyer receives.
 //!
 //! A tar archive (ustar, entries in a fixed order, times zeroed so the same run gives
 //! the same bytes) holding `manifest.json` first, then the envelope, the transcript,

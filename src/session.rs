@@ -398,7 +398,7 @@ impl Session {
     }
 
     /// Reads a line an earlier part of the run recorded (a resumed run's), in
-    /// transcript order, as [`Session::record`] read it when it was new: an exchange's
+    /// transcript order, as `Session::record` read it when it was new: an exchange's
     /// request joins the text every later answer is judged against, and what it showed
     /// is laid on its case and on every case citing it.
     pub fn replay(&self, line: &crate::transcript::Line) {

@@ -44,7 +44,7 @@ impl WorkersAi {
     }
 
     /// Keeps the profile's node header and sends its affinity header (see
-    /// [`Http::fleet`]).
+    /// `Http::fleet`).
     pub fn with_fleet(mut self, fleet: Option<&crate::vendor::FleetSpec>) -> Self {
         if let Some(fleet) = fleet {
             self.http.fleet(fleet);

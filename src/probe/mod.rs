@@ -52,7 +52,7 @@ pub trait Probe: 'static {
     }
 
     /// Runs one case. A probe that cannot go on (a budget, a signal, the vendor's
-    /// refusals) ends inconclusive with the reason ([`settled`]), never in a pass.
+    /// refusals) ends inconclusive with the reason (`settled`), never in a pass.
     fn run<'a>(params: &'a Self::Params, ctx: Context<'a>) -> impl Future<Output = Outcome> + Send + 'a;
 
     /// The most a case may send beyond what a run against the reference vendor sends,

@@ -24,7 +24,7 @@
 //! far sooner than the model answers. "The model answers" is measured where a prefix
 //! cache cannot explain the difference: b sends its first fresh prompt again with one
 //! token more to give (its prefix cached, its answer not); an answer in a quarter of
-//! that time, and at least [`MIN_GAIN_MS`] sooner, was not generated. Speed counts only
+//! that time, and at least [`MIN_GAIN_MS`](tenantcheck_evidence::judge::reuse::MIN_GAIN_MS) sooner, was not generated. Speed counts only
 //! for a prompt new to b (the first sending of a's request, and the paraphrase). Any of these fails the case (`ResponseReused`; for the
 //! paraphrase `SemanticResponseReused`), naming the variant and the evidence. Without
 //! one the case passes, and says whether a's own repeat was served from a cache (a

@@ -160,7 +160,7 @@ impl RunSecret {
 /// How many invented names mark one tenant's prose.
 pub const MARKS_PER_TENANT: usize = 24;
 
-/// Whether `word` (lower case) is one a mark could be: three of [`SYLLABLES`] in a
+/// Whether `word` (lower case) is one a mark could be: three of `SYLLABLES` in a
 /// row. Other words are never a tenant's mark, whatever its draw.
 pub fn mark_shaped(word: &str) -> bool {
     fn split(rest: &str, left: usize) -> bool {
@@ -174,7 +174,7 @@ pub fn mark_shaped(word: &str) -> bool {
     split(word, 3)
 }
 
-/// How many words a mark is drawn from: three of [`SYLLABLES`]' 32.
+/// How many words a mark is drawn from: three of `SYLLABLES`' 32.
 pub const MARK_WORDS: usize = 32_768;
 
 /// The syllables marks are made of: 32, so a mark is one of 32,768 words.

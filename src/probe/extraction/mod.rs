@@ -14,7 +14,7 @@
 //!    with the right digit and once with `x` in its place. A right guess must reuse
 //!    more than a wrong one; if it does not for the owner itself (no counter, no cache,
 //!    or counted blocks longer than `block_tokens`), the counter cannot tell anyone a
-//!    digit, and the case times the guesses instead ([`timed`]).
+//!    digit, and the case times the guesses instead (`timed`).
 //! 3. Tenant b (the thief) primes its own cache with the document and an `x` digit, then
 //!    guesses each digit in turn, in an order drawn from the run secret: the same prompt,
 //!    the guessed digit, and the text after it. A wrong guess reuses what b itself sent
@@ -39,7 +39,7 @@
 //! inconclusive.
 //!
 //! Where answers carry no counter (many hosted APIs report none), the case times the
-//! guesses instead ([`timed`]): the same steps, each guess a chain of samples judged by
+//! guesses instead (`timed`): the same steps, each guess a chain of samples judged by
 //! a sequential test against a baseline, with its own control and the same verdicts.
 
 mod timed;
