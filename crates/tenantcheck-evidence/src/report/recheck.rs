@@ -607,10 +607,10 @@ struct Answer<'t> {
 }
 
 impl Answer<'_> {
-    /// What the request carried ([`crate::exchange::RecordedRequest::text`]), read
-    /// again from its line. The line read once before, so it reads again; were it not
-    /// to, the request would count as carrying nothing, and the controls would find
-    /// more foreign content, not less.
+    /// What the request carried ([`crate::exchange::RecordedRequest::text`]), parsed
+    /// again from its line. The line parsed when the transcript was read, so it parses
+    /// again; a line that did not would count as carrying nothing, which makes the
+    /// controls find more foreign content, never less.
     fn carried(&self) -> String {
         match Line::parse(self.line) {
             Ok(Line::Exchange { exchange, .. }) => exchange.request.text(),
