@@ -211,12 +211,23 @@ fn another_requests_text_in_an_answer_fails_its_case_and_verify_holds_the_report
     })
     .unwrap_err();
     assert!(err.contains("another request's text"), "{err}");
-    // Nor does one whose transcript no longer holds it.
+    // Nor does one whose transcript no longer holds it, in the content or in the body.
+    // Stale pages may have handed back a canary or another tenant's words in the same
+    // answer, and whichever of the report's findings there verify checks first refuses
+    // it: each says the line no longer holds what the report says it holds.
     let err = rechained(&run_dir, |lines| {
-        lines[at as usize]["exchange"]["content"] = "Nothing of anyone's came back here.".into();
+        let exchange = &mut lines[at as usize]["exchange"];
+        let nothing = "Nothing of anyone's came back here.";
+        exchange["content"] = nothing.into();
+        let mut body: serde_json::Value = serde_json::from_str(exchange["body"].as_str().unwrap()).unwrap();
+        body["choices"][0]["message"]["content"] = nothing.into();
+        exchange["body"] = body.to_string().into();
     })
     .unwrap_err();
-    assert!(err.contains("another request's text"), "{err}");
+    assert!(
+        err.contains(&format!("the report says #{at} holds ")) && err.ends_with("and it does not"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -669,7 +680,8 @@ fn a_request_two_cases_judge_is_sent_once_and_each_answers_for_it() {
     // judge's findings: the leak is in no answer of the judge's.
     let err = rechained(&leaky, |lines| lines[*at as usize]["cites"] = serde_json::json!([])).unwrap_err();
     assert!(
-        err.contains(&format!("the report says #{top} holds canary")) || err.contains("names a leak that no response"),
+        seqs.iter()
+            .any(|s| err.contains(&format!("the report says #{s} holds canary"))),
         "{err}"
     );
     // The rewrite itself is sound: unchanged lines, re-chained, verify.
@@ -788,7 +800,10 @@ fn verify_re_judges_leaks_and_refusals_from_the_transcript() {
         r.tally();
     })
     .unwrap_err();
-    assert!(err.contains("names a leak that no response"), "{err}");
+    assert!(
+        err.contains("the report says #5 holds canary b/isolation.canary-residue/0, and it does not"),
+        "{err}"
+    );
     let err = resigned(&healthy, |r| {
         let case = r.cases.iter_mut().find(|c| c.id == "errors.semantics").unwrap();
         case.outcome.findings.push(Finding {

@@ -25,6 +25,11 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // A failed test's files are kept for a look, and named.
+        if std::thread::panicking() {
+            eprintln!("kept the failed test's files in {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

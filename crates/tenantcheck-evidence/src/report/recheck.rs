@@ -340,7 +340,6 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                 missing: &|seq, id| {
                     format!("the transcript shows canary {id} of another tenant in #{seq}, and the report no leak")
                 },
-                invented: "the report names a leak that no response in the transcript holds",
                 absent: &|seq, id| format!("the report says #{seq} holds canary {id}, and it does not"),
             },
         )?;
@@ -356,7 +355,6 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         "the transcript shows the answer #{seq} holding another tenant's request text ({id}), and the report no finding of it"
                     )
                 },
-                invented: "the report names another tenant's request text that no answer in the transcript holds",
                 absent: &|seq, id| {
                     format!("the report says #{seq} holds another tenant's request text ({id}), and it does not")
                 },
@@ -390,7 +388,6 @@ pub(super) fn recheck(report: &Report, transcript: &[u8], secret: &RunSecret) ->
                         "the transcript shows the answer #{seq} holding another request's text ({id}), and the report no finding of it"
                     )
                 },
-                invented: "the report names an answer holding another request's text that no answer in the transcript holds",
                 absent: &|seq, id| {
                     format!("the report says #{seq} holds another request's text ({id}), and it does not")
                 },
@@ -556,28 +553,23 @@ fn text_kind(fragment: crate::canary::Fragment) -> Option<&'static str> {
 struct Held<'a> {
     /// The transcript holds (line, id) and the report nothing of the kind.
     missing: &'a dyn Fn(u64, &str) -> String,
-    /// The report names some, the transcript none.
-    invented: &'a str,
     /// The report names (line, id) and the transcript does not hold it.
     absent: &'a dyn Fn(u64, &str) -> String,
 }
 
 /// Holds a case's reported findings of one kind (`reported`, each naming a line and an
 /// id) to what the transcript shows of that kind for it (`found`): some found, some
-/// reported, and every one reported found. Returns how many were confirmed.
+/// reported, and every one reported found (a refusal names the first line that does
+/// not hold what the report says). Returns how many were confirmed.
 fn held_to(
     case: &str,
     found: Option<&BTreeSet<(u64, String)>>,
     reported: Vec<&LeakEvidence>,
     say: Held<'_>,
 ) -> Result<usize, VerifyError> {
-    match (found, reported.is_empty()) {
-        (Some(found), true) => {
-            let (seq, id) = found.iter().next().expect("non-empty");
-            return Err(bad(case, (say.missing)(*seq, id)));
-        }
-        (None, false) => return Err(bad(case, say.invented.into())),
-        _ => {}
+    if let (Some(found), true) = (found, reported.is_empty()) {
+        let (seq, id) = found.iter().next().expect("non-empty");
+        return Err(bad(case, (say.missing)(*seq, id)));
     }
     for leak in &reported {
         if !found.is_some_and(|f| f.contains(&(leak.returned_in, leak.canary_id.clone()))) {
