@@ -69,7 +69,8 @@ pub struct RunRule {
     /// The advertised context window the run was sized to, at least (the one sold).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
-    /// The most days since the run finished.
+    /// The most days since the run finished, counted in whole seconds (a report
+    /// verified in the second it finished is 0 days old).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_age_days: Option<f64>,
     /// The buyer's challenge (hex) the run must have mixed into its secret.
