@@ -40,7 +40,9 @@ def call(req):
             status, raw, headers = r.status, r.read().decode(), r.headers
     except urllib.error.HTTPError as e:
         status, raw, headers = e.code, e.read().decode(), e.headers
-    kept = {k.lower(): v for k, v in headers.items() if k.lower() in ("location", "retry-after")}
+    kept = {}  # every header: each is an output the suite scans (a name sent twice, its values a line each)
+    for k, v in headers.items():
+        kept[k.lower()] = kept[k.lower()] + "\n" + v if k.lower() in kept else v
     v = json.loads(raw) if raw.startswith("{") else {}
     choice = (v.get("choices") or [{}])[0]
     text = (choice.get("message") or {}).get("content") or ""

@@ -42,16 +42,20 @@ impl fmt::Debug for Secret {
 }
 
 /// Replaces every occurrence of any known secret with [`REDACTED`], in the forms a
-/// vendor is known to echo a key back in: as it is, in any letter case, in hex, fully
+/// vendor is known to echo a key back in, or can make of it cheaply: as it is, turned
+/// around, in any letter case (upper, lower, swapped); each of those in hex, fully
 /// percent-encoded or `\u`-escaped, inside base64 or base64url (with or without
-/// padding, of the key alone or of anything holding it: `Bearer KEY`, `user:KEY`), and
-/// with whitespace or zero-width characters inserted between its characters; and its
-/// SHA-256 in hex.
+/// padding, of the key alone or of anything holding it: `Bearer KEY`, `user:KEY`);
+/// with whitespace or zero-width characters inserted between its characters; any
+/// stretch of [`Redactor::MIN_FRAGMENT`] characters of it or of it turned around (a
+/// key split across fields, headers, or a masked echo such as `sk-live-Ab3+…-ZZtop`
+/// showing its ends); and its SHA-256 in hex.
 ///
 /// # Known limitations
 /// A key partly escaped (some characters percent-encoded, others not), or split by
 /// something other than whitespace, is not recognised; neither is one re-encoded
-/// twice. Encoded forms are looked for only for keys of at least
+/// twice, nor a fragment shorter than [`Redactor::MIN_FRAGMENT`], nor a fragment
+/// encoded. Encoded forms and fragments are looked for only for keys of at least
 /// [`Redactor::MIN_ENCODED_LEN`] characters, where a chance match is impossible.
 #[derive(Clone, Debug, Default)]
 pub struct Redactor {
@@ -59,12 +63,23 @@ pub struct Redactor {
     forms: Option<AhoCorasick>,
     /// The keys themselves, for the pass over text with its whitespace taken out.
     keys: Option<AhoCorasick>,
+    /// Every stretch of [`Redactor::MIN_FRAGMENT`] characters of every key and of it
+    /// turned around, matched overlapping, without regard to ASCII case.
+    fragments: Option<AhoCorasick>,
+    /// How many texts it changed, shared by its clones.
+    redacted: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Redactor {
     /// Keys shorter than this are redacted as they are and split by whitespace, not in
     /// encoded forms (a short base64 fragment could match ordinary text).
     pub const MIN_ENCODED_LEN: usize = 12;
+
+    /// The shortest stretch of a key (at least [`Redactor::MIN_ENCODED_LEN`] long)
+    /// redacted where it stands alone: keys are random past a short fixed prefix
+    /// (`sk-proj-`), so ten characters of one stand nowhere but in it, and a key of 20
+    /// characters or more split in two leaves no half unredacted.
+    pub const MIN_FRAGMENT: usize = 10;
 
     /// A redactor for these secrets. Empty secrets are ignored.
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a Secret>) -> Self {
@@ -77,10 +92,16 @@ impl Redactor {
             return Redactor::default();
         }
         let mut forms: Vec<String> = Vec::new();
+        let mut fragments: Vec<String> = Vec::new();
         for key in &keys {
             forms.push((*key).to_owned());
             if key.len() >= Self::MIN_ENCODED_LEN {
-                forms.extend(encoded_forms(key));
+                for variant in variants(key) {
+                    forms.extend(encoded_forms(&variant));
+                    forms.push(variant);
+                }
+                fragments.extend(stretches(key, Self::MIN_FRAGMENT));
+                fragments.extend(stretches(&key.chars().rev().collect::<String>(), Self::MIN_FRAGMENT));
                 // A gateway's identity of the key (LiteLLM's hashed token): what
                 // `metadata.cross-tenant` finds an endpoint showing another tenant,
                 // which `verify` can judge only as a redaction.
@@ -95,10 +116,28 @@ impl Redactor {
                 .expect("secret patterns are plain strings")
         };
         let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        fragments.sort();
+        fragments.dedup();
+        let fragments = (!fragments.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::Standard)
+                .ascii_case_insensitive(true)
+                .build(&fragments)
+                .expect("fragments are plain strings")
+        });
         Redactor {
             forms: Some(build(&forms)),
             keys: Some(build(&keys)),
+            fragments,
+            redacted: Default::default(),
         }
+    }
+
+    /// How many texts this redactor and its clones have changed: non-zero when the
+    /// vendor sent a credential of the run back in some form (the keys are then best
+    /// rotated, whatever else the run showed).
+    pub fn redacted(&self) -> u64 {
+        self.redacted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `text` with every secret replaced.
@@ -110,10 +149,18 @@ impl Redactor {
             true => Cow::Owned(forms.replace_all(text, &vec![REDACTED; forms.patterns_len()])),
             false => Cow::Borrowed(text),
         };
-        match split_keys(&text, keys) {
+        let text = match split_keys(&text, keys) {
             Some(ranges) => Cow::Owned(replace_ranges(&text, &ranges)),
             None => text,
+        };
+        let text = match self.fragments.as_ref().and_then(|f| fragment_ranges(&text, f)) {
+            Some(ranges) => Cow::Owned(replace_ranges(&text, &ranges)),
+            None => text,
+        };
+        if matches!(text, Cow::Owned(_)) {
+            self.redacted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        text
     }
 
     /// Redacts every string in `value` (object keys too), in place: the JSON stays
@@ -153,10 +200,12 @@ impl Redactor {
             return Cow::Borrowed(json);
         };
         let fast = self.redact(json);
-        if !keys.is_match(&without_escapes(&fast)) {
+        if !keys.is_match(&without_escapes(json)) {
             return fast;
         }
-        match serde_json::from_str::<serde_json::Value>(&fast) {
+        // Read from the text as it was: the fast pass may have redacted a stretch of a
+        // split key, leaving the rest of it no longer a key.
+        match serde_json::from_str::<serde_json::Value>(json) {
             Ok(mut v) => {
                 self.redact_json(&mut v);
                 Cow::Owned(v.to_string())
@@ -221,6 +270,54 @@ fn split_keys(text: &str, keys: &AhoCorasick) -> Option<Vec<(usize, usize)>> {
         .filter(|(start, end)| end - start > 1 && text[*start..*end].chars().any(is_filler))
         .collect();
     (!ranges.is_empty()).then_some(ranges)
+}
+
+/// The byte ranges of `text` that some stretch of a key covers, overlapping matches
+/// joined; `None` when there are none.
+fn fragment_ranges(text: &str, fragments: &AhoCorasick) -> Option<Vec<(usize, usize)>> {
+    let mut found: Vec<(usize, usize)> = fragments
+        .find_overlapping_iter(text)
+        .map(|m| (m.start(), m.end()))
+        .collect();
+    found.sort_unstable();
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for m in found {
+        match ranges.last_mut() {
+            Some(last) if m.0 <= last.1 => last.1 = last.1.max(m.1),
+            _ => ranges.push(m),
+        }
+    }
+    (!ranges.is_empty()).then_some(ranges)
+}
+
+/// The forms of `key` a vendor can make without effort: the key, turned around, and
+/// each of the two in upper, lower and swapped case.
+fn variants(key: &str) -> Vec<String> {
+    let swapped = |s: &str| -> String {
+        s.chars()
+            .map(|c| match c {
+                'a'..='z' => c.to_ascii_uppercase(),
+                'A'..='Z' => c.to_ascii_lowercase(),
+                _ => c,
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for k in [key.to_owned(), key.chars().rev().collect::<String>()] {
+        out.push(k.to_uppercase());
+        out.push(k.to_lowercase());
+        out.push(swapped(&k));
+        out.push(k);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every stretch of `len` characters of `key`.
+fn stretches(key: &str, len: usize) -> Vec<String> {
+    let chars: Vec<char> = key.chars().collect();
+    chars.windows(len).map(|w| w.iter().collect()).collect()
 }
 
 /// `text` with each of the (ordered, disjoint) byte `ranges` replaced by [`REDACTED`].
@@ -319,6 +416,54 @@ mod tests {
             assert!(!plain.to_lowercase().contains(&key.to_lowercase()), "{form} -> {out}");
         }
         assert_eq!(r.redact("a sentence with spaces only"), "a sentence with spaces only");
+    }
+
+    #[test]
+    fn redacts_the_transforms_a_vendor_can_make_cheaply() {
+        use base64::Engine;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        let key = "sk-live-Ab3+/9xQ_7kz-ZZtop";
+        let r = Redactor::new([&Secret::new(key)]);
+        let reversed: String = key.chars().rev().collect();
+        let swapped: String = key
+            .chars()
+            .map(|c| match c.is_ascii_lowercase() {
+                true => c.to_ascii_uppercase(),
+                false => c.to_ascii_lowercase(),
+            })
+            .collect();
+        let mut forms = Vec::new();
+        for variant in [&reversed, &swapped, &key.to_uppercase(), &reversed.to_lowercase()] {
+            forms.push(variant.clone());
+            forms.push(crate::hex(variant.as_bytes()));
+            forms.push(STANDARD.encode(variant));
+            forms.push(URL_SAFE_NO_PAD.encode(format!("Bearer {variant}")));
+        }
+        for form in &forms {
+            let text = format!("echo: <{form}> end");
+            let out = r.redact(&text);
+            assert!(
+                out.contains(REDACTED) && !out.contains(form.as_str()),
+                "{form} -> {out}"
+            );
+            assert!(out.starts_with("echo: <") && out.ends_with("> end"), "{out}");
+        }
+        // Split across two fields, each half alone; a masked echo showing both ends.
+        let (head, tail) = key.split_at(key.len() / 2);
+        for piece in [head, tail, &reversed[..10]] {
+            let out = r.redact(&format!("x-part: {piece};")).into_owned();
+            assert_eq!(out, format!("x-part: {REDACTED};"), "{piece}");
+        }
+        let masked = format!(
+            "Incorrect API key provided: {}****{}.",
+            &key[..10],
+            &key[key.len() - 10..]
+        );
+        let out = r.redact(&masked);
+        assert_eq!(out, format!("Incorrect API key provided: {REDACTED}****{REDACTED}."));
+        // Less than a stretch of it is ordinary text.
+        assert_eq!(r.redact("sk-live-A is a prefix"), "sk-live-A is a prefix");
+        assert_eq!(r.redact("ZZtop and Ab3 are words"), "ZZtop and Ab3 are words");
     }
 
     #[test]

@@ -334,7 +334,10 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         &envelope_path,
         &run_dir.join(key::PUBLIC_KEY_FILE),
         signer.fresh && resumed.is_none(),
-        session.spent(),
+        Sending {
+            spent: session.spent(),
+            keys_echoed: redactor.redacted(),
+        },
     );
     Ok(RunResult {
         exit_code: exit_code(&report),
@@ -1082,9 +1085,19 @@ fn rate_limits(session: &Session, earlier: Option<RateLimits>) -> Option<RateLim
     (all.answers > 0 || all.waited_out > 0).then_some(all)
 }
 
+/// What the run's closing lines tell of its sending, beside the report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sending {
+    /// What was sent.
+    pub spent: crate::session::Spent,
+    /// How many texts the redactor changed: the vendor sent a key back in some form.
+    pub keys_echoed: u64,
+}
+
 /// Writes the harness's own closing lines about `report` to `out`: one line per case,
-/// where the files went, how to verify, what was sent, the verdict. Every string of
-/// the report is shown inert ([`Sink::Terminal`]).
+/// where the files went, how to verify, what was sent, whether the vendor sent a key
+/// back (then: rotate the keys), the verdict. Every string of the report is shown
+/// inert ([`Sink::Terminal`]).
 pub fn print_summary(
     out: &mut dyn Write,
     report: &Report,
@@ -1092,8 +1105,12 @@ pub fn print_summary(
     envelope: &Path,
     public_key: &Path,
     fresh_key: bool,
-    spent: crate::session::Spent,
+    sending: Sending,
 ) -> std::io::Result<()> {
+    let Sending {
+        spent,
+        keys_echoed: redacted,
+    } = sending;
     writeln!(out)?;
     for c in &report.cases {
         writeln!(
@@ -1143,6 +1160,12 @@ pub fn print_summary(
     )?;
     if let Some(r) = &report.rate_limits {
         writeln!(out, "rate limits: {}", r.describe())?;
+    }
+    if redacted > 0 {
+        writeln!(
+            out,
+            "keys:       the vendor sent a credential of this run back, in some form, in {redacted} texts (redacted from every file written); rotate the keys used"
+        )?;
     }
     writeln!(out, "verdict:    {}", report.verdict_line())?;
     if let Some(r) = &report.refused {

@@ -105,9 +105,10 @@ pub struct CommandDone {
     /// The vendor's raw answer, kept as the exchange's body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
-    /// Response headers worth keeping, by lowercase name: at least `location` for a
-    /// 3xx (the program must not follow redirects: the credential must not leave the
-    /// vendor's origin), and `retry-after` for a 429 or 503.
+    /// The vendor's response headers, by lowercase name: every one the program read
+    /// (they are scanned for other tenants' data, as the body is), at least `location`
+    /// for a 3xx (the program must not follow redirects: the credential must not leave
+    /// the vendor's origin), and `retry-after` for a 429 or 503.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
 }

@@ -1,5 +1,5 @@
 //! [`Http`]: what every HTTP dialect shares: the client, sending one recorded request
-//! with a credential, timings, the response headers worth keeping, reading a body or an
+//! with a credential, timings, every response header, reading a body or an
 //! event stream (cancelled on request), and transport errors as values. A [`Dialect`]
 //! reads the JSON of its API into the exchange.
 //!
@@ -19,25 +19,6 @@ use super::{Exchange, Limits, RecordedRequest, SseFrame, SseParser, TransportErr
 use crate::credential::Secret;
 use serde_json::Value;
 use std::time::Instant;
-
-/// Response headers kept in the transcript (lowercase). Anything else, cookies in
-/// particular, is dropped.
-const KEPT_HEADERS: &[&str] = &[
-    "location",
-    "content-type",
-    "content-encoding",
-    "content-length",
-    "retry-after",
-    "x-request-id",
-    "request-id",
-    "openai-processing-ms",
-    "openai-model",
-    "cf-ray",
-    "server",
-];
-
-/// Prefixes of response headers also kept (rate-limit state).
-const KEPT_HEADER_PREFIXES: &[&str] = &["x-ratelimit-", "anthropic-ratelimit-"];
 
 /// How an API reads its answers.
 pub(super) trait Dialect: Send + Sync {
@@ -66,9 +47,6 @@ pub(super) struct Http {
     auth: Auth,
     /// Headers every request carries (an API version).
     fixed: Vec<(&'static str, &'static str)>,
-    /// The response header naming the serving node (the profile's
-    /// `fleet.node_header`, lowercase), kept in the transcript.
-    node_header: Option<String>,
     /// The request header that pins a request to a node (`fleet.affinity_header`).
     affinity_header: Option<String>,
 }
@@ -102,15 +80,13 @@ impl Http {
             limits,
             auth,
             fixed,
-            node_header: None,
             affinity_header: None,
         })
     }
 
-    /// Keeps the profile's node header in every exchange and sends its affinity
-    /// header with the requests that carry an affinity value.
+    /// Sends the profile's affinity header with the requests that carry an affinity
+    /// value (the node header needs nothing: every response header is kept).
     pub fn fleet(&mut self, fleet: &crate::vendor::FleetSpec) {
-        self.node_header = fleet.node_header.as_ref().map(|h| h.to_ascii_lowercase());
         self.affinity_header = fleet.affinity_header.as_ref().map(|h| h.to_ascii_lowercase());
     }
 
@@ -223,16 +199,7 @@ impl Http {
         };
         ex.timings.first_byte_ms = Some(ms());
         ex.status = Some(response.status().as_u16());
-        for (name, value) in response.headers() {
-            let name = name.as_str();
-            if KEPT_HEADERS.contains(&name)
-                || KEPT_HEADER_PREFIXES.iter().any(|p| name.starts_with(p))
-                || self.node_header.as_deref() == Some(name)
-            {
-                ex.headers
-                    .insert(name.to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned());
-            }
-        }
+        ex.headers = kept_headers(response.headers());
         let content_type = ex.headers.get("content-type").cloned().unwrap_or_default();
         // A stream is read as one when it says it is, and when one was asked for and
         // the answer is a success that is not JSON (a stream with the wrong content
@@ -304,6 +271,24 @@ impl Http {
             ))
         }
     }
+}
+
+/// Every response header, by lowercase name, a name sent more than once with its
+/// values joined ([`tenantcheck_evidence::exchange::HEADER_JOIN`]): each is an output of
+/// the vendor's, and scanned as one. The transcript writer redacts credentials in them
+/// as everywhere.
+fn kept_headers(headers: &reqwest::header::HeaderMap) -> std::collections::BTreeMap<String, String> {
+    let mut kept = std::collections::BTreeMap::<String, String>::new();
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        kept.entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push_str(tenantcheck_evidence::exchange::HEADER_JOIN);
+                v.push_str(&value);
+            })
+            .or_insert_with(|| value.into_owned());
+    }
+    kept
 }
 
 /// An answer's body, read within the limits.
@@ -387,6 +372,7 @@ async fn read_stream(
         }
     }
     parser.finish();
+    ex.stream_extra = parser.take_extra();
 }
 
 pub(super) fn transport_error(e: &reqwest::Error) -> TransportError {

@@ -2,8 +2,11 @@
 //!
 //! It takes bytes as they arrive, in chunks split anywhere (even inside a UTF-8
 //! sequence or a CRLF), and yields one [`SseFrame`] per event: the `event` name and
-//! the joined `data` lines. Comments and unknown fields are ignored, as the grammar
-//! says. It keeps only the incomplete tail between calls.
+//! the joined `data` lines. Comments, `id:` and `retry:` fields and unknown fields
+//! make no frame, as the grammar says, but they are the vendor's output all the same:
+//! the parser keeps them, as they came, for [`SseParser::take_extra`] (and an event
+//! the stream left unfinished too, at [`SseParser::finish`]). It keeps only the
+//! incomplete tail between calls.
 
 pub use tenantcheck_evidence::exchange::SseFrame;
 
@@ -16,6 +19,8 @@ pub struct SseParser {
     scanned: usize,
     event: Option<String>,
     data: Option<String>,
+    /// The lines that made no frame, since the last [`SseParser::take_extra`].
+    extra: Vec<String>,
 }
 
 impl SseParser {
@@ -48,15 +53,27 @@ impl SseParser {
         frames
     }
 
-    /// Ends the stream: an event without its closing blank line is dropped, as the
-    /// grammar says. Returns whether such an incomplete event (or line) was pending.
+    /// Ends the stream: an event without its closing blank line makes no frame, as the
+    /// grammar says; what it held (its event name, its data, a line without its end)
+    /// joins the [extra lines](SseParser::take_extra). Returns whether such an
+    /// incomplete event (or line) was pending.
     pub fn finish(&mut self) -> bool {
         let pending = !self.buf.is_empty() || self.data.is_some() || self.event.is_some();
+        self.extra.extend(self.event.take().map(|e| format!("event: {e}")));
+        self.extra.extend(self.data.take().map(|d| format!("data: {d}")));
+        if !self.buf.is_empty() {
+            self.extra.push(String::from_utf8_lossy(&self.buf).into_owned());
+        }
         self.buf.clear();
         self.scanned = 0;
-        self.data = None;
-        self.event = None;
         pending
+    }
+
+    /// The lines that made no frame since the last call, as they came: comments, `id:`
+    /// and `retry:` fields, fields the grammar ignores, and (after [`SseParser::finish`])
+    /// an event left unfinished.
+    pub fn take_extra(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.extra)
     }
 
     fn line(&mut self, line: &str, at_ms: f64) -> Option<SseFrame> {
@@ -66,6 +83,7 @@ impl SseParser {
             return data.map(|data| SseFrame { event, data, at_ms });
         }
         if line.starts_with(':') {
+            self.extra.push(line.to_owned());
             return None;
         }
         let (field, value) = match line.find(':') {
@@ -84,7 +102,7 @@ impl SseParser {
                 None => self.data = Some(value.to_owned()),
             },
             "event" => self.event = Some(value.to_owned()),
-            _ => {}
+            _ => self.extra.push(line.to_owned()),
         }
         None
     }
@@ -117,9 +135,33 @@ mod tests {
     }
 
     #[test]
-    fn an_unterminated_event_is_not_a_frame() {
+    fn an_unterminated_event_is_not_a_frame_but_its_text_is_kept() {
         let mut p = SseParser::default();
-        assert!(p.push(b"data: half", 0.0).is_empty());
+        assert!(p.push(b"data: whole\ndata: half", 0.0).is_empty());
         assert!(p.finish());
+        assert_eq!(p.take_extra(), ["data: whole", "data: half"]);
+        assert!(!p.finish() && p.take_extra().is_empty());
+    }
+
+    #[test]
+    fn lines_that_make_no_frame_are_kept_as_they_came_whatever_the_chunking() {
+        let input = b": keep-alive Maria Keller\nid: 3391 0048\nretry: 10\nx-note: hi\ndata: a\n\n:\n";
+        for split in 1..input.len() {
+            let mut p = SseParser::default();
+            let frames: usize = input.chunks(split).map(|c| p.push(c, 0.0).len()).sum();
+            assert_eq!(frames, 1, "split every {split} bytes");
+            assert!(!p.finish());
+            assert_eq!(
+                p.take_extra(),
+                [
+                    ": keep-alive Maria Keller",
+                    "id: 3391 0048",
+                    "retry: 10",
+                    "x-note: hi",
+                    ":"
+                ],
+                "split every {split} bytes"
+            );
+        }
     }
 }

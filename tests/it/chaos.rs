@@ -397,6 +397,7 @@ fn a_key_echoed_in_any_form_reaches_no_artifact_and_no_output() {
     let mut forms = Vec::new();
     for key in [KEY_A, KEY_B] {
         forms.extend(tenantcheck::sim::chaos::echo_forms(key));
+        forms.extend(tenantcheck::sim::chaos::echo_halves(key).map(str::to_owned));
         forms.push(key.chars().map(|c| format!("\\u{:04x}", c as u32)).collect());
     }
     // The sim did echo them: the answers' text and errors hold redactions.

@@ -449,6 +449,14 @@ const ROWS: &[Row] = &[
         why: "the content says it cannot help; the logprob tokens spell the residue: named as the other tenant's text",
     },
     Row {
+        name: "debug header",
+        named: &["isolation.canary-residue"],
+        flags: &["--fault", "debug-header"],
+        inconclusive: &[],
+        fail: &["isolation.canary-residue"],
+        why: "answers honest, but the answer to a long prompt carries an `x-debug-batch` header with 300 characters of another tenant's last long prompt: named as the other tenant's text, in the header it came in",
+    },
+    Row {
         name: "global-prefix-cache, no counter, transfer jitter",
         named: &[],
         flags: &[
@@ -613,6 +621,17 @@ const EITHER: &[(&str, &str)] = &[
     ("weak model, stale-pages, fragmenting model", "isolation.canary-residue"),
 ];
 
+/// Cells whose verdict depends on the order the run draws for its cases, and is a
+/// failure or a pass: (row, case). A `debug-header` answer carries another tenant's
+/// last long prompt only once that tenant has sent one: a case that sends long prompts
+/// as one tenant alone fails when another case's long prompts of the other tenant ran
+/// before it, and passes, rightly, when none had (nothing leaked to it then).
+const FAIL_OR_PASS: &[(&str, &str)] = &[
+    ("debug header", "cache.cross-tenant-timing"),
+    ("debug header", "context.boundary"),
+    ("debug header", "context.recall"),
+];
+
 /// Each case's verdict, and the cases that named another tenant as the owner of what
 /// an answer held: its request text, or foreign records by their holders' names.
 fn verdicts(row: &Row, tmp: &TempDir, tag: &str) -> (BTreeMap<String, Verdict>, BTreeSet<String>) {
@@ -764,6 +783,13 @@ fn check(slug_of_row: &str) -> Result<(), String> {
             line.push_str(" FAIL or INCONCLUSIVE |");
             continue;
         }
+        if FAIL_OR_PASS.contains(&(row.name, case.as_str())) {
+            if !matches!(verdict, Verdict::Fail | Verdict::Pass) {
+                mismatches.push(format!("{}: {case} is {verdict:?}, expected Fail or Pass", row.name));
+            }
+            line.push_str(" FAIL or PASS |");
+            continue;
+        }
         if UNDECIDED_OR_PASS.contains(&(row.name, case.as_str())) {
             if !matches!(verdict, Verdict::Pass | Verdict::Inconclusive) {
                 mismatches.push(format!(
@@ -877,6 +903,7 @@ rows! {
     stale_pages_leaks_in_the_reasoning_field
     stale_pages_leaks_in_tool_call_arguments
     stale_pages_leaks_in_the_logprobs_alone
+    debug_header
     global_prefix_cache_no_counter_transfer_jitter
     per_tenant_cache_no_counter_transfer_jitter
     global_prefix_cache_no_counter_heavy_latency_jitter

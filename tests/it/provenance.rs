@@ -57,7 +57,19 @@ fn request(text: &str) -> RecordedRequest {
     }
 }
 
-/// An answer carrying `text` in one of six places, chosen by `place`.
+/// How many places [`answer`] puts a text in.
+const PLACES: u64 = 8;
+
+/// Whether [`answer`]'s `place` is one the vendor's machinery writes (a header, a
+/// stream's comment), where a stretch names its owner by a distinctive word alone.
+fn metadata_place(place: u64) -> bool {
+    place % PLACES >= 6
+}
+
+/// An answer carrying `text` in one of [`PLACES`] places, chosen by `place`: the
+/// content, reasoning, a tool call's arguments, logprob tokens, a stream's deltas, an
+/// error message, a response header (folded to one line, as a header value must be),
+/// and a stream's comment lines (an honest answer in its frames).
 fn answer(request: RecordedRequest, text: &str, place: u64) -> Exchange {
     let ok = |body: serde_json::Value| Exchange {
         request: request.clone(),
@@ -69,7 +81,7 @@ fn answer(request: RecordedRequest, text: &str, place: u64) -> Exchange {
         let chars: Vec<char> = text.chars().collect();
         chars.chunks(n).map(|c| c.iter().collect()).collect()
     };
-    match place % 6 {
+    match place % PLACES {
         0 => Exchange {
             content: text.into(),
             ..ok(serde_json::json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}))
@@ -103,6 +115,28 @@ fn answer(request: RecordedRequest, text: &str, place: u64) -> Exchange {
                 .collect(),
             ..Default::default()
         },
+        6 => Exchange {
+            headers: [
+                ("content-type".to_owned(), "application/json".to_owned()),
+                (
+                    "x-debug-batch".to_owned(),
+                    text.split_whitespace().collect::<Vec<_>>().join(" "),
+                ),
+            ]
+            .into(),
+            ..ok(serde_json::json!({"choices": [{"index": 0, "message": {"content": "Done."}}]}))
+        },
+        7 => Exchange {
+            request,
+            status: Some(200),
+            frames: vec![SseFrame {
+                event: None,
+                data: serde_json::json!({"choices": [{"index": 0, "delta": {"content": "Done."}}]}).to_string(),
+                at_ms: 0.0,
+            }],
+            stream_extra: text.lines().map(|l| format!(": {l}")).collect(),
+            ..Default::default()
+        },
         _ => Exchange {
             request,
             status: Some(400),
@@ -130,21 +164,23 @@ fn shared(source: &[String], asked: &[String]) -> Vec<bool> {
 }
 
 /// The longest run of canonical words `leak` shares with `source`, of words not in
-/// `shared`.
-fn kept(leak: &[String], source: &[String], shared: &[bool]) -> usize {
-    let mut best = 0;
+/// `shared`: the words of `source` it covers.
+fn kept_run<'s>(leak: &[String], source: &'s [String], shared: &[bool]) -> &'s [String] {
+    let (mut best, mut end) = (0, 0);
     let mut prev = vec![0usize; source.len() + 1];
     for l in leak {
         let mut row = vec![0usize; source.len() + 1];
         for (j, s) in source.iter().enumerate() {
             if l == s && !shared[j] {
                 row[j + 1] = prev[j] + 1;
-                best = best.max(row[j + 1]);
+                if row[j + 1] > best {
+                    (best, end) = (row[j + 1], j + 1);
+                }
             }
         }
         prev = row;
     }
-    best
+    &source[end - best..end]
 }
 
 #[test]
@@ -160,13 +196,20 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
     // The chance of a coincidence each caught leak states (log10), by words kept.
     let mut chances: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let marks = [secret.marks("a"), secret.marks("b")];
+    let b_names: std::collections::HashSet<String> = marks[1].words.iter().flat_map(|w| canonical(w)).collect();
     for seed in 0..seeds() {
         let mut passages = Passages::new(&["a".into(), "b".into()]).with_marks(&marks);
         let said = |x: &str| answer(request(x), "Noted, thank you.", 0);
         assert_eq!(passages.judge(1, "a", &said(&a_text)).text, None);
         assert_eq!(passages.judge(2, "b", &said(&b_text)).text, None);
         let (leak, families) = LeakTransform::random(seed).apply(&b_text);
-        let run = kept(&canonical(&leak), &b_words, &b_shared);
+        let kept = kept_run(&canonical(&leak), &b_words, &b_shared);
+        // In a header or a stream's comments a stretch names its owner by a distinctive
+        // word alone: there, a run counts as long when it holds one of b's names.
+        let run = match metadata_place(seed) && !kept.iter().any(|w| b_names.contains(w)) {
+            true => 0,
+            false => kept.len(),
+        };
         let ex = answer(request(asked), &leak, seed);
         let hit = passages.judge(3, "a", &ex).text;
         if let Some(hit) = &hit {
@@ -184,7 +227,7 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
         assert!(
             run < KEPT || hit.is_some(),
             "seed {seed}: {run} words of b's kept ({families:?}, place {}), not found: {leak:?}",
-            seed % 6
+            seed % PLACES
         );
         let caught = u32::from(hit.is_some());
         let e = by_kept.entry(run / 5 * 5).or_default();

@@ -9,6 +9,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// What joins the values of a response header sent more than once.
+pub const HEADER_JOIN: &str = "\n";
+
 /// What the transcript holds in place of a credential of the run (a key, in any form
 /// the redactor knows, or its SHA-256) wherever one came back.
 pub const REDACTED: &str = "[REDACTED]";
@@ -22,7 +25,9 @@ pub struct Exchange {
     /// The HTTP status, when an answer arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// Response headers worth keeping (content type, request ids, rate limits).
+    /// Every response header, by lowercase name (a name sent more than once has its
+    /// values joined by [`HEADER_JOIN`]), credentials redacted: headers are outputs of
+    /// the vendor like the body, and are scanned as such.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     /// The raw response body of a non-streaming answer.
@@ -31,6 +36,12 @@ pub struct Exchange {
     /// The frames of a streaming answer, in arrival order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frames: Vec<SseFrame>,
+    /// The lines of a streaming answer that are no frame's `data` or `event`, in
+    /// arrival order: comments, `id:` and `retry:` fields, fields the grammar ignores,
+    /// and an event the stream left unfinished. A client ignores them; they are the
+    /// vendor's output all the same, and are scanned as such.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_extra: Vec<String>,
     /// The assistant text, assembled from the body or the frames.
     #[serde(default)]
     pub content: String,
@@ -63,22 +74,35 @@ impl Exchange {
         matches!(self.status, Some(200..=299)) && self.transport_error.is_none()
     }
 
-    /// Every piece of text the vendor sent back: the assembled content, the raw body
-    /// and each frame's data. This is what scanners read, so that a leak hidden in an
-    /// error message or an unusual field is seen too.
+    /// Every piece of text the vendor sent back: the assembled content, the raw body,
+    /// each frame's event name and data, the stream's other lines, the error message,
+    /// and every response header's name and value. This is what scanners read, so that
+    /// a leak hidden in an error message, an unusual field or a debugging header is
+    /// seen too.
     pub fn returned_text(&self) -> String {
         let mut text = self.content.clone();
-        if let Some(body) = &self.body {
+        let mut add = |piece: &str| {
             text.push('\n');
-            text.push_str(body);
+            text.push_str(piece);
+        };
+        if let Some(body) = &self.body {
+            add(body);
         }
         for f in &self.frames {
-            text.push('\n');
-            text.push_str(&f.data);
+            if let Some(event) = &f.event {
+                add(event);
+            }
+            add(&f.data);
+        }
+        for line in &self.stream_extra {
+            add(line);
         }
         if let Some(e) = &self.api_error {
-            text.push('\n');
-            text.push_str(&e.message);
+            add(&e.message);
+        }
+        for (name, value) in &self.headers {
+            add(name);
+            add(value);
         }
         text
     }

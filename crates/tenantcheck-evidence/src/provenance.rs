@@ -425,8 +425,9 @@ impl Provenance {
                     .collect(),
             );
             matched.retain(|(at, _)| !own.shingles.contains(&keys[*at]));
+            let by_digits = !is_metadata(field);
             for stretch in stretches(&matched) {
-                if let Some(hit) = self.attribute(stretch, &said, text, asker, &own) {
+                if let Some(hit) = self.attribute(stretch, &said, text, asker, &own, by_digits) {
                     return Some(TextHit {
                         field: field.clone(),
                         ..hit
@@ -438,7 +439,8 @@ impl Provenance {
     }
 
     /// The hit a stretch of matched shingles makes, when it names its owner: it holds a
-    /// distinctive word of the owner's or [`MIN_DIGITS`] digits in the owner's order.
+    /// distinctive word of the owner's or, where `by_digits`, [`MIN_DIGITS`] digits in
+    /// the owner's order.
     fn attribute(
         &self,
         stretch: &[(usize, Source)],
@@ -446,6 +448,7 @@ impl Provenance {
         text: &str,
         asker: u16,
         own: &Own,
+        by_digits: bool,
     ) -> Option<TextHit> {
         let first = stretch[0].1;
         let owner = 1u16 << first.first.min(15);
@@ -461,7 +464,7 @@ impl Provenance {
             })
             .collect();
         let digits = covered.iter().filter(|&&i| said[i].digit).count();
-        if distinctive.is_empty() && digits < MIN_DIGITS {
+        if distinctive.is_empty() && (digits < MIN_DIGITS || !by_digits) {
             return None;
         }
         let (from, to) = (stretch[0].0, stretch[stretch.len() - 1].0 + SHINGLE - 1);
@@ -585,12 +588,36 @@ pub fn chance_of(words: usize, marks: usize, field_digits: usize, owner_digits: 
     (names + digits).exp().min(1.0)
 }
 
+/// The field of [`outputs`] that holds a stream's lines other than its frames
+/// (comments, `id:` fields: [`crate::exchange::Exchange::stream_extra`]).
+pub const STREAM_EXTRA: &str = "stream lines";
+
+/// The field of [`outputs`] that holds the names of the response headers, a line each.
+pub const HEADER_NAMES: &str = "headers";
+
+/// How a field of [`outputs`] that holds one response header's value is named: this,
+/// then the header's lowercase name (`header x-debug-batch`).
+pub const HEADER_FIELD: &str = "header ";
+
+/// Whether `field` (of [`outputs`]) is one the vendor's machinery writes rather than
+/// its model: a response header, a header's name, a stream's comments and ids. Ids,
+/// counters and clocks stand there in long runs of digits, so a stretch there names
+/// its owner by a distinctive word alone, never by digits alone (another tenant's
+/// record numbers there are the canary scan's to find, whole or near).
+pub fn is_metadata(field: &str) -> bool {
+    [HEADER_FIELD, HEADER_NAMES, STREAM_EXTRA]
+        .iter()
+        .any(|m| field.starts_with(m))
+}
+
 /// Every output field of an exchange that carries text, by name, each field's pieces
 /// joined in order: the assembled content; every string of the response body (the
 /// message's content, reasoning fields, thinking blocks, tool-call names and
 /// arguments, refusals, logprob tokens); every string of every stream frame, joined
-/// per field and choice across frames (a stream's deltas); the error message; and a
-/// body that is not JSON, whole.
+/// per field and choice across frames (a stream's deltas); the error message; a body
+/// that is not JSON, whole; the stream's other lines ([`STREAM_EXTRA`]); the response
+/// headers' names ([`HEADER_NAMES`]) and each header's value
+/// ([`HEADER_FIELD`]` NAME`).
 pub fn outputs(exchange: &crate::exchange::Exchange) -> Vec<(String, String)> {
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut push = |name: String, piece: &str| match fields.iter_mut().find(|(n, _)| *n == name) {
@@ -614,6 +641,17 @@ pub fn outputs(exchange: &crate::exchange::Exchange) -> Vec<(String, String)> {
     }
     if let Some(e) = &exchange.api_error {
         push("error.message".into(), &e.message);
+    }
+    for line in &exchange.stream_extra {
+        push(STREAM_EXTRA.into(), line);
+        push(STREAM_EXTRA.into(), "\n");
+    }
+    for name in exchange.headers.keys() {
+        push(HEADER_NAMES.into(), name);
+        push(HEADER_NAMES.into(), "\n");
+    }
+    for (name, value) in &exchange.headers {
+        push(format!("{HEADER_FIELD}{name}"), value);
     }
     // A field that is JSON itself (a tool call's arguments, joined across a stream's
     // deltas) is read decoded too: its escapes would join words.
@@ -1083,6 +1121,58 @@ mod tests {
         let p = index(4, "b", B_TEXT);
         let hit = p.find("a", &["Hi."], &fields).expect("in the tool call's arguments");
         assert_eq!(hit.field, "stream.choices.0.delta.tool_calls.function.arguments");
+    }
+
+    #[test]
+    fn headers_and_a_streams_other_lines_are_outputs_that_name_by_words_not_by_digits_alone() {
+        use crate::exchange::Exchange;
+        let p = index(4, "b", B_TEXT);
+        let leaked = "the committee at Velkaro reviewed the quarterly budget before the long weekend";
+        // A debugging header, a header's name, a stream's comment: each found, named.
+        let header = Exchange {
+            headers: [
+                ("content-type".to_owned(), "application/json".to_owned()),
+                ("x-debug-batch".to_owned(), format!("...{leaked}...")),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        let hit = p.find("a", &["Hi."], &outputs(&header)).expect("in the header");
+        assert_eq!(
+            (hit.field.as_str(), hit.owner.as_str(), hit.source),
+            ("header x-debug-batch", "b", 4)
+        );
+        let name = Exchange {
+            headers: [(leaked.replace(' ', "-").to_lowercase(), "1".to_owned())].into(),
+            ..Default::default()
+        };
+        let hit = p.find("a", &["Hi."], &outputs(&name)).expect("in a header's name");
+        assert_eq!(hit.field, HEADER_NAMES);
+        let comment = Exchange {
+            stream_extra: vec![format!(": {leaked}"), "id: 7".into()],
+            ..Default::default()
+        };
+        let hit = p.find("a", &["Hi."], &outputs(&comment)).expect("in a comment");
+        assert_eq!(hit.field, STREAM_EXTRA);
+        assert!(header.returned_text().contains(leaked) && comment.returned_text().contains(leaked));
+        // The digits of b's record alone, as an id or a counter would hold them: named
+        // in an answer's content, never in a header or a stream's id.
+        let digits = "3391 0048 2215";
+        assert!(p.find("a", &["Hi."], &content(digits)).is_some());
+        for place in [
+            Exchange {
+                headers: [("x-request-id".to_owned(), digits.to_owned())].into(),
+                ..Default::default()
+            },
+            Exchange {
+                stream_extra: vec![format!("id: {digits}")],
+                ..Default::default()
+            },
+        ] {
+            assert_eq!(p.find("a", &["Hi."], &outputs(&place)), None, "{place:?}");
+        }
+        assert!(is_metadata("header x-request-id") && is_metadata(STREAM_EXTRA) && is_metadata(HEADER_NAMES));
+        assert!(!is_metadata("stream.choices.0.delta.content") && !is_metadata("content"));
     }
 
     #[test]

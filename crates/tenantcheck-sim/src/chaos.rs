@@ -63,8 +63,9 @@ pub enum Chaos {
     /// another origin (`--redirect-to`, default [`DEFAULT_REDIRECT`]).
     Redirect,
     /// Echoes the caller's key back in the forms of [`echo_forms`]: in answers' text,
-    /// in error messages (every other request answered 400), in stream frames, and
-    /// base64-encoded in `x-request-id`.
+    /// in error messages (every other request answered 400), in stream frames,
+    /// base64-encoded in `x-request-id`, and split in two across `x-key-head` and
+    /// `x-key-tail`.
     KeyEcho,
     /// Puts [`INJECTION`] (terminal escapes, carriage returns, bell, C1 controls, bidi
     /// overrides, HTML, Markdown links and images, table pipes, backticks) in every
@@ -113,11 +114,22 @@ pub const INJECTION: &str = "\u{1b}[2J\u{1b}[H\u{1b}[32mverdict:    PASS (11 pas
 /// The forms `key-echo` sends a key back in: as it is, upper-cased, base64 of
 /// `Bearer KEY`, base64url of the key without padding, every byte percent-encoded, hex,
 /// a space between every two characters, a line break in the middle, and every
-/// character `\u`-escaped (in JSON text, where a parser decodes it).
+/// character `\u`-escaped (in JSON text, where a parser decodes it); and what a
+/// vendor can make of it cheaply: turned around, its case swapped, the hex of it
+/// turned around, base64 of it upper-cased and turned around. Its two halves also go
+/// into two headers of their own ([`echo_halves`]).
 pub fn echo_forms(key: &str) -> Vec<String> {
     use base64::Engine;
     use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
     let half = key.len() / 2;
+    let reversed: String = key.chars().rev().collect();
+    let swapped: String = key
+        .chars()
+        .map(|c| match c.is_ascii_lowercase() {
+            true => c.to_ascii_uppercase(),
+            false => c.to_ascii_lowercase(),
+        })
+        .collect();
     vec![
         key.to_owned(),
         key.to_uppercase(),
@@ -127,7 +139,18 @@ pub fn echo_forms(key: &str) -> Vec<String> {
         tenantcheck_evidence::hex(key.as_bytes()),
         key.chars().map(String::from).collect::<Vec<_>>().join(" "),
         format!("{}\n{}", &key[..half], &key[half..]),
+        reversed.clone(),
+        swapped,
+        tenantcheck_evidence::hex(reversed.as_bytes()),
+        STANDARD.encode(reversed.to_uppercase()),
     ]
+}
+
+/// The two halves of a key, as `key-echo` puts them in the headers `x-key-head` and
+/// `x-key-tail`: a key split across fields, neither field holding it whole.
+pub fn echo_halves(key: &str) -> [&str; 2] {
+    let (head, tail) = key.split_at(key.len() / 2);
+    [head, tail]
 }
 
 /// The size of the `huge-body` answer and of the `gzip-bomb`'s inflated body.
@@ -265,6 +288,11 @@ pub(super) async fn layer(State(state): State<Arc<ChaosState>>, request: Request
                 let id = base64::engine::general_purpose::STANDARD.encode(&key);
                 if let Ok(v) = HeaderValue::from_str(&id) {
                     r.headers_mut().insert("x-request-id", v);
+                }
+                for (name, half) in ["x-key-head", "x-key-tail"].into_iter().zip(echo_halves(&key)) {
+                    if let Ok(v) = HeaderValue::from_str(half) {
+                        r.headers_mut().insert(name, v);
+                    }
                 }
             }
             if n % 2 == 1 && !stream {

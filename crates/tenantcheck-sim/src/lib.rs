@@ -137,6 +137,11 @@ pub enum Fault {
     /// HTTP 500 "Context size has been exceeded" (llama.cpp's server with
     /// `--kv-unified`, where two valid requests of two keys overflow the pool together).
     PoolOverflow,
+    /// A gateway's debugging left on: the answer to a prompt longer than
+    /// `--stale-above` tokens (default: half the context), honest itself, carries an
+    /// `x-debug-batch` header holding 300 characters of the last such prompt another
+    /// tenant sent (from a point drawn per prompt, folded to one line).
+    DebugHeader,
 }
 
 impl Fault {
@@ -157,6 +162,7 @@ impl Fault {
         Fault::MetadataEndpoint,
         Fault::PoolOverflow,
         Fault::SharedResponseCache,
+        Fault::DebugHeader,
     ];
 
     /// The fault's name on the command line.
@@ -177,6 +183,7 @@ impl Fault {
             Fault::MetadataEndpoint => "metadata-endpoint",
             Fault::PoolOverflow => "pool-overflow",
             Fault::SharedResponseCache => "shared-response-cache",
+            Fault::DebugHeader => "debug-header",
         }
     }
 }

@@ -49,6 +49,10 @@ struct Sim {
     /// Requests being served, by id, as `GET /slots` shows them.
     slots: std::sync::Mutex<std::collections::BTreeMap<u64, SlotView>>,
     next_slot: std::sync::atomic::AtomicU64,
+    /// With `debug-header`: a stretch of each tenant's last long prompt, by tenant.
+    debug: std::sync::Mutex<HashMap<String, String>>,
+    /// Prompts longer than this many tokens are long (`--stale-above`).
+    long_above: usize,
 }
 
 /// A request in flight, as `GET /slots` shows it (after llama.cpp's server).
@@ -81,6 +85,7 @@ pub(super) fn router(config: SimConfig) -> Router {
         config.leak_rate.1,
     ));
     let sim = Sim {
+        long_above: config.stale_above(),
         stored: Default::default(),
         engine: Engine::new(&config, leaks.clone()),
         scheduler: Scheduler::new(config.batch, config.decode_step, !config.has(Fault::CancelSwap))
@@ -102,6 +107,7 @@ pub(super) fn router(config: SimConfig) -> Router {
             .collect(),
         slots: Default::default(),
         next_slot: Default::default(),
+        debug: Default::default(),
     };
     let mut router = Router::new()
         .route("/v1/models", get(models))
@@ -607,9 +613,50 @@ impl Streaming {
 
 async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> Response {
     let tenant = match sim.tenant(&headers) {
-        Ok(t) => t,
+        Ok(t) => t.to_owned(),
         Err(r) => return r.into_response(),
     };
+    let (mut response, long) = answer_chat(&sim, &tenant, body).await;
+    if sim.has(Fault::DebugHeader) && long && response.status().is_success() {
+        let others = sim.debug.lock().expect("debug lock poisoned");
+        let stretch = others.iter().find(|(t, _)| **t != tenant).map(|(_, s)| s.clone());
+        drop(others);
+        if let Some(v) = stretch.filter(|_| sim.leaks.acts())
+            && let Ok(v) = header::HeaderValue::from_str(&v)
+        {
+            response.headers_mut().insert("x-debug-batch", v);
+        }
+    }
+    response
+}
+
+/// With `debug-header`: [`DEBUG_CHARS`] characters of `prompt` from a point drawn by
+/// its text, on one line of visible ASCII (what a header value may hold).
+fn debug_stretch(prompt: &str) -> String {
+    let mut rng = crate::transform::Rng(crate::transform::fnv(prompt));
+    let mut from = rng.below(prompt.len().saturating_sub(DEBUG_CHARS) as u64 + 1) as usize;
+    while !prompt.is_char_boundary(from) {
+        from += 1;
+    }
+    prompt[from..]
+        .chars()
+        .take(DEBUG_CHARS)
+        .map(|c| if c.is_ascii_graphic() { c } else { ' ' })
+        .collect()
+}
+
+/// How much of another tenant's prompt a `debug-header` answer carries.
+const DEBUG_CHARS: usize = 300;
+
+/// A chat completion for `tenant`, and whether its prompt was long (over
+/// `--stale-above` tokens).
+async fn answer_chat(sim: &Arc<Sim>, tenant: &str, body: Bytes) -> (Response, bool) {
+    let mut long = false;
+    let response = answer_chat_inner(sim, tenant, body, &mut long).await;
+    (response, long)
+}
+
+async fn answer_chat_inner(sim: &Arc<Sim>, tenant: &str, body: Bytes, long: &mut bool) -> Response {
     // Before the body is understood, ask for a stream if it plainly does.
     let mut delivery = Delivery {
         stream: serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["stream"] == true),
@@ -665,6 +712,14 @@ async fn chat(State(sim): State<Arc<Sim>>, headers: HeaderMap, body: Bytes) -> R
         Err(msg) => return sim.refuse(delivery, bad, "invalid_request", &msg).await,
     };
     let mut tokens: Vec<&str> = tokenizer::tokens(&prompt).collect();
+    *long = tokens.len() > sim.long_above;
+    if sim.has(Fault::DebugHeader) && *long {
+        let stretch = debug_stretch(&prompt);
+        sim.debug
+            .lock()
+            .expect("debug lock poisoned")
+            .insert(tenant.to_owned(), stretch);
+    }
     let max_tokens = max_tokens.min(sim.context as u64) as usize;
     if sim.has(Fault::SilentTruncate) {
         // Keep the head and the tail, drop the middle, say nothing.

@@ -197,7 +197,7 @@ fn names<T: clap::ValueEnum>() -> String {
 }
 
 /// FNV-1a of `text`: a draw's seed from what it transforms.
-fn fnv(text: &str) -> u64 {
+pub(crate) fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
