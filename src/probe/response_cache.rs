@@ -26,7 +26,17 @@
 //! token more to give (its prefix cached, its answer not); an answer in a quarter of
 //! that time, and at least [`MIN_GAIN_MS`](tenantcheck_evidence::judge::reuse::MIN_GAIN_MS) sooner, was not generated. Speed counts only
 //! for a prompt new to b (the first sending of a's request, and the paraphrase). Any of these fails the case (`ResponseReused`; for the
-//! paraphrase `SemanticResponseReused`), naming the variant and the evidence. Without
+//! paraphrase `SemanticResponseReused`), naming the variant and the evidence.
+//!
+//! One sample of speed says little on a busy machine, and a cache that gives its hits
+//! a new id and time shows by nothing else: then come timed pairs
+//! ([`Timed`](tenantcheck_evidence::judge::reuse::Timed)). For each, a sends a new
+//! request; b sends a prompt of its own, then, in an order drawn per pair, that prompt
+//! again and a byte-for-byte copy of a's, both asking for one token more than b's
+//! first sending (a's request asked for as many). A sign test, anytime-valid, decides
+//! after each pair: the copy sooner in more than half the pairs is a's answer given
+//! again (`ResponseReused`); "not given again" rules out a speed-up of half the
+//! model's time for b's fresh prompts. Without
 //! one the case passes, and says whether a's own repeat was served from a cache (a
 //! cache per caller, which is no harm) or no response cache was seen at all. It is
 //! inconclusive where no sign could have shown a reuse: the vendor's ids and times are
@@ -35,7 +45,8 @@
 use super::{Context, conclude, describe};
 use crate::adapter::{ChatRequest, Sampling};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
-use tenantcheck_evidence::judge::reuse::{Answer, Signs, judge};
+use tenantcheck_evidence::judge::reuse::{Answer, Signs, Timed, judge};
+use tenantcheck_evidence::judge::sequential::Decision;
 use crate::prompt::{Filler, PromptBuilder};
 use crate::session::{Sent, SessionError};
 use schemars::JsonSchema;
@@ -57,6 +68,28 @@ pub struct ResponseReuseParams {
     /// at least 1100): an answer made after it carries a later `created`, in seconds.
     #[serde(default = "default_wait_ms")]
     pub wait_ms: u64,
+    /// Timed pairs at most (default 24): b's copy of a new request of a's against b's
+    /// own prompt, until the sign test decides (about 14 pairs when every copy comes
+    /// sooner, at the default alpha).
+    #[serde(default = "default_pairs")]
+    pub pairs: u32,
+    /// The timed pairs' sequential tests' error rate (default 1e-4).
+    #[serde(default = "default_timing_alpha")]
+    pub timing_alpha: f64,
+    /// The share of the model's answer time a pass rules out as a cache's speed-up
+    /// (default 0.5).
+    #[serde(default = "default_equivalence")]
+    pub equivalence: f64,
+}
+
+fn default_pairs() -> u32 {
+    24
+}
+fn default_timing_alpha() -> f64 {
+    tenantcheck_evidence::judge::reuse::DEFAULT_TIMING_ALPHA
+}
+fn default_equivalence() -> f64 {
+    tenantcheck_evidence::judge::reuse::DEFAULT_EQUIVALENCE
 }
 
 fn default_prompt_tokens() -> u64 {
@@ -75,6 +108,9 @@ impl Default for ResponseReuseParams {
             prompt_tokens: default_prompt_tokens(),
             max_tokens: default_max_tokens(),
             wait_ms: default_wait_ms(),
+            pairs: default_pairs(),
+            timing_alpha: default_timing_alpha(),
+            equivalence: default_equivalence(),
         }
     }
 }
@@ -103,11 +139,29 @@ impl super::Probe for ResponseReuse {
                 format!("is {}; it must be 1100 to 60000 (more than a second, as `created` counts)", p.wait_ms),
             );
         }
+        if !(1..=200).contains(&p.pairs) {
+            return bad("pairs", format!("is {}; it must be 1 to 200", p.pairs));
+        }
+        if !(p.timing_alpha > 0.0 && p.timing_alpha <= 0.05) {
+            return bad("timing_alpha", format!("is {}; it must be above 0 and at most 0.05", p.timing_alpha));
+        }
+        if !(p.equivalence > 0.0 && p.equivalence < 1.0) {
+            return bad("equivalence", format!("is {}; it must be between 0 and 1", p.equivalence));
+        }
         Ok(())
     }
 
     async fn run(p: &ResponseReuseParams, ctx: Context<'_>) -> Outcome {
         super::settled(response_reuse(p, ctx).await)
+    }
+
+    fn ceiling(p: &ResponseReuseParams, _profile: &crate::vendor::VendorProfile) -> Option<super::Ceiling> {
+        // a's request and its repeat, b's two fresh requests and the warm one, the five
+        // variants, and four requests a timed pair, each asking for one token more.
+        Some(super::Ceiling::Like {
+            requests: 10 + 4 * u64::from(p.pairs),
+            max_tokens: u64::from(p.max_tokens) + 1,
+        })
     }
 }
 
@@ -267,6 +321,73 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
     }
     let fresh_again = send!(other, &fresh_request(1));
     fresh.extend(answer_of(&fresh_again));
+
+    // 3. Timed pairs, until the sign test decides: a sends a new request; b sends a
+    // prompt of its own, then, in an order drawn per pair, that prompt again and a copy
+    // of a's, both asking for one token more than b's first sending did.
+    let warm = answer_of(&warm_sent);
+    let signs = Signs::of(&first, &fresh, warm.as_ref());
+    let rule = Timed {
+        alpha: p.timing_alpha,
+        equivalence: p.equivalence,
+    };
+    let bound_ms = rule.bound_ms(signs.model_ms.unwrap_or(0.0));
+    let mut test = rule.test(bound_ms);
+    let (mut seeded, mut primed, mut hits, mut misses) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut timed_pairs: Vec<(f64, f64)> = Vec::new();
+    let mut timed_unanswered = None;
+    if signs.model_ms.is_some() {
+        let give = p.max_tokens + 1;
+        for i in 0..p.pairs {
+            let theirs = ChatRequest {
+                user: Some(user_of(owner)),
+                ..ChatRequest::user(prompt(&format!("{owner}/timed/{i}")), give)
+            };
+            let own = |max_tokens| ChatRequest {
+                user: Some(user_of(other)),
+                ..ChatRequest::user(prompt(&format!("{other}/timed/{i}")), max_tokens)
+            };
+            let a_sent = send!(owner, &theirs);
+            let prime = send!(other, &own(p.max_tokens));
+            let hit_first = secret.seed("response-reuse.order", ctx.case_id, i) & 1 == 1;
+            let (hit, miss) = if hit_first {
+                let hit = send!(other, &theirs);
+                (hit, send!(other, &own(give)))
+            } else {
+                let miss = send!(other, &own(give));
+                (send!(other, &theirs), miss)
+            };
+            seeded.push(a_sent.seq);
+            primed.push(prime.seq);
+            hits.push(hit.seq);
+            misses.push(miss.seq);
+            match (answer_of(&a_sent), answer_of(&prime), answer_of(&hit), answer_of(&miss)) {
+                (Some(_), Some(_), Some(h), Some(m)) => {
+                    timed_pairs.push((h.total_ms, m.total_ms));
+                    if test.observe(m.total_ms - h.total_ms) != Decision::Undecided {
+                        break;
+                    }
+                }
+                _ => {
+                    timed_unanswered = Some(format!(
+                        "timed pair {} was not all answered (transcript #{}, #{}, #{}, #{}), so the pairs stopped",
+                        i + 1,
+                        a_sent.seq,
+                        prime.seq,
+                        hit.seq,
+                        miss.seq
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    let timed = (!timed_pairs.is_empty()).then(|| rule.judge(bound_ms, &timed_pairs));
+    let timed_lines = format!(
+        "transcript #{} to #{}",
+        seeded.first().copied().unwrap_or_default(),
+        hits.last().max(misses.last()).copied().unwrap_or_default()
+    );
     ctx.session.roles(
         ctx.case_id,
         &[
@@ -276,14 +397,16 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
             ("warm", vec![warm_sent.seq]),
             ("same", same),
             ("paraphrase", paraphrased),
+            ("seeded", seeded),
+            ("primed", primed),
+            ("hit", hits),
+            ("miss", misses),
         ],
     )?;
 
-    let warm = answer_of(&warm_sent);
     let warm_time = warm
         .as_ref()
         .map_or("no time (not answered)".to_owned(), |w| format!("{:.0} ms", w.total_ms));
-    let signs = Signs::of(&first, &fresh, warm.as_ref());
     let mut findings = Vec::new();
     for reused in judge(&signs, &first, &tried) {
         let (code, kind) = if reused.semantic {
@@ -297,6 +420,17 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
                 "tenant {other}'s request, {} (transcript #{}), was answered with tenant {owner}'s answer \
                  (transcript #{}): {}; {kind}",
                 whats[reused.index], tried[reused.index].0.seq, first.seq, reused.why
+            ),
+            leak: None,
+        });
+    }
+    if let Some(t) = timed.as_ref().filter(|t| t.decision == Decision::Effect) {
+        findings.push(Finding {
+            code: FindingCode::ResponseReused,
+            message: format!(
+                "{} ({timed_lines}); a response cache keyed without the caller, that gives its hits a new id and \
+                 time",
+                t.describe(p.timing_alpha),
             ),
             leak: None,
         });
@@ -338,7 +472,7 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
             "none of tenant {other}'s requests like tenant {owner}'s was answered: {}",
             unanswered.join("; ")
         ))
-    } else if !signs.any() && own.is_none() {
+    } else if !signs.any() && own.is_none() && !timed.as_ref().is_some_and(|t| t.decision != Decision::Undecided) {
         Err(format!(
             "no sign could have shown a stored answer: the answers' ids and creation times are not per answer, and \
              the model answered tenant {other}'s prompt a second time in {}, too soon for a stored one to stand out; \
@@ -353,13 +487,20 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
         };
         let own_answers = if findings.is_empty() { " each got an answer of its own," } else { "" };
         // A cache that gives its hits a new id and time shows only by its speed.
-        let renamed = match signs.fresh_ms {
-            Some(_) => String::new(),
-            None => format!(
-                "; a cache that gives its hits a new id and time would show only by its speed, and the model \
-                 answered tenant {other}'s prompt a second time in {}, too soon for a stored answer to stand out: \
-                 such a cache is not ruled out",
-                warm_time
+        let renamed = match (&timed, &timed_unanswered) {
+            (Some(t), None) if t.decision == Decision::NoEffect => {
+                format!("; {} ({timed_lines})", t.describe(p.timing_alpha))
+            }
+            (Some(t), _) => format!(
+                "; a cache that gives its hits a new id and time would show only by its speed: {} ({timed_lines}){}",
+                t.describe(p.timing_alpha),
+                timed_unanswered.as_ref().map_or(String::new(), |u| format!("; {u}"))
+            ),
+            (None, _) => format!(
+                "; a cache that gives its hits a new id and time would show only by its speed, and no timed pair was \
+                 answered ({}; the model answered tenant {other}'s prompt a second time in {warm_time}): such a cache \
+                 is not ruled out",
+                timed_unanswered.as_deref().unwrap_or("tenant b's fresh requests were not answered")
             ),
         };
         Ok(format!(

@@ -379,3 +379,59 @@ fn without_a_cache_extraction_passes_with_what_it_ruled_out() {
     // what a guess has.
     assert!(c.outcome.coverage.requests >= 64, "{:?}", c.outcome.coverage);
 }
+
+/// A response cache keyed without the caller that gives its hits a new id and time,
+/// in front of a model at 1 ms a token, shows in the timed pairs alone: b's copies of
+/// a's requests come sooner than b's own prompts. `verify` replays the pairs' sign
+/// test from the transcript: a roles line that swaps the arms of the pairs (b's own
+/// prompts named as copies of a's) is refused, and so is a report that drops the
+/// finding.
+#[test]
+fn a_cache_that_renames_its_hits_fails_by_the_timed_pairs_and_verify_replays_them() {
+    let tmp = TempDir::new("reuse-timed");
+    let flags = [
+        "--response-cache",
+        "global-renamed",
+        "--plain-decode",
+        "--decode-step-us",
+        "1000",
+    ];
+    let (run_dir, case) = run_case(
+        &tmp,
+        &flags,
+        "--exact cache.response-reuse",
+        |p| p,
+        "cache.response-reuse",
+    );
+    assert_eq!(case.outcome.verdict, Verdict::Fail, "{}", case.outcome.summary);
+    let timed = case
+        .outcome
+        .findings
+        .iter()
+        .find(|f| f.code == FindingCode::ResponseReused && f.message.contains("timed pairs"))
+        .unwrap_or_else(|| panic!("no finding of the timed pairs: {}", case.outcome.summary));
+    assert!(timed.message.contains("a's answers given again"), "{}", timed.message);
+    let err = crate::common::rechained(&run_dir, |lines| {
+        let roles = lines
+            .iter_mut()
+            .find(|l| l["kind"] == "roles" && l["case"] == "cache.response-reuse")
+            .expect("the case's roles line");
+        let hit = roles["roles"]["hit"].take();
+        let miss = roles["roles"]["miss"].take();
+        roles["roles"]["hit"] = miss;
+        roles["roles"]["miss"] = hit;
+    })
+    .unwrap_err();
+    assert!(err.contains("must carry the text of"), "{err}");
+    let err = resigned(&run_dir, |r| {
+        let o = &mut r
+            .cases
+            .iter_mut()
+            .find(|c| c.id == "cache.response-reuse")
+            .unwrap()
+            .outcome;
+        o.findings.retain(|f| !f.message.contains("timed pairs"));
+    })
+    .unwrap_err();
+    assert!(err.contains("findings of ResponseReused"), "{err}");
+}

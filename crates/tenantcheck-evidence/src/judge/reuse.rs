@@ -7,11 +7,153 @@
 //! request again, one token more to give), `same` (a's request as b sent it, byte for
 //! byte first, then the variants a gateway may leave out of its key) and `paraphrase`
 //! (a's request in other words). The run and `verify` judge them with [`judge`].
+//!
+//! A cache that gives its hits a new id and a new time shows by its speed alone, and
+//! one sample of it says little on a busy machine: [`Timed`] judges timed pairs by a
+//! sign test. Their lines are the roles `seeded` (a's requests), `primed` (b's own
+//! prompts, sent once), `hit` (b's copy of each of a's requests, byte for byte, new to
+//! b) and `miss` (b's own prompt again, asking for as many tokens as the copy: its
+//! prefix cached, its answer not), pair by pair.
 
 use crate::exchange::Exchange;
+use crate::judge::sequential::Decision;
+use crate::judge::timing::LevelTest;
 
 /// The roles the case records.
-pub const ROLES: [&str; 6] = ["first", "again", "fresh", "warm", "same", "paraphrase"];
+pub const ROLES: [&str; 10] = [
+    "first",
+    "again",
+    "fresh",
+    "warm",
+    "same",
+    "paraphrase",
+    "seeded",
+    "primed",
+    "hit",
+    "miss",
+];
+
+/// The timed pairs' sequential tests' error rate, by default.
+pub const DEFAULT_TIMING_ALPHA: f64 = 1e-4;
+
+/// The share of the model's answer time that "no reuse" rules out, by default: a
+/// stored answer saves the whole generation.
+pub const DEFAULT_EQUIVALENCE: f64 = 0.5;
+
+/// What b's timed pairs decide ([`Timed::judge`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedVerdict {
+    /// `Effect`: b's copies were answered sooner than its own prompts in more than half
+    /// the pairs (a's answers given again); `NoEffect`: a speed-up of `bound_ms` or
+    /// more in most pairs is ruled out; `Undecided`: neither, after every pair.
+    pub decision: Decision,
+    /// Pairs read: up to the first that decided, or all.
+    pub pairs: usize,
+    /// Of them, those whose copy came sooner.
+    pub sooner: usize,
+    /// The speed-up "no reuse" rules out, in milliseconds.
+    pub bound_ms: f64,
+    /// The median time of the copies and of b's own prompts, in milliseconds.
+    pub median_hit_ms: f64,
+    /// See `median_hit_ms`.
+    pub median_miss_ms: f64,
+    /// b's own prompts came back sooner than the bound: not generated (a cache that
+    /// answers b its own repeats, whatever it asks for), so the pairs cannot show a's
+    /// answers given to b, and "no reuse" is not decided (`decision` is `Undecided`).
+    pub misses_cached: bool,
+}
+
+/// The rule of the timed pairs: b's copy of one of a's requests (the hit arm) against
+/// b's own prompt of the same shape sent a second time, asking for as many tokens (the
+/// miss arm), each by its whole answer time, in an order drawn per pair. A stored
+/// answer skips the generation; without a cache keyed without the caller the copy is
+/// generated as the miss arm is, and its prefix is cached for b at most as the miss
+/// arm's is, so it comes sooner in at most half the pairs whatever the noise. Judged
+/// as the timing case judges another key ([`LevelTest::across`]): *reused* when the
+/// copy comes sooner in more than half the pairs, by any margin; *not reused* only when
+/// a speed-up of the bound (`equivalence` × the model's answer time for b's `fresh`
+/// prompts, new to every cache, measured before the pairs) or more is ruled out, and
+/// the miss arms came back no sooner than the bound (generated, not answered by a
+/// cache of b's own); both tests at `alpha`, anytime-valid, so the case stops at the
+/// first pair that decides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timed {
+    /// The sequential tests' error rate.
+    pub alpha: f64,
+    /// The share of the model's answer time ruled out.
+    pub equivalence: f64,
+}
+
+impl Timed {
+    /// The bound for a model that answers in `model_ms` when only the generation is
+    /// left.
+    pub fn bound_ms(&self, model_ms: f64) -> f64 {
+        (self.equivalence * model_ms).max(0.0)
+    }
+
+    /// A fresh test at `bound_ms`.
+    pub fn test(&self, bound_ms: f64) -> LevelTest {
+        LevelTest::across(self.alpha, bound_ms)
+    }
+
+    /// What `pairs` (each the copy's and the miss arm's time, in ms, in the order sent)
+    /// decide at `bound_ms`, read up to the first pair that decides.
+    pub fn judge(&self, bound_ms: f64, pairs: &[(f64, f64)]) -> TimedVerdict {
+        let mut test = self.test(bound_ms);
+        let mut read = pairs.len();
+        for (i, (hit, miss)) in pairs.iter().enumerate() {
+            if test.observe(miss - hit) != Decision::Undecided {
+                read = i + 1;
+                break;
+            }
+        }
+        let median = |v: Vec<f64>| crate::judge::timing::median(v);
+        let median_miss_ms = median(pairs[..read].iter().map(|p| p.1).collect());
+        // "No reuse" holds against a miss arm the model generated: one that came back
+        // sooner than the bound was served from somewhere.
+        let misses_cached = test.decision() == Decision::NoEffect && median_miss_ms < bound_ms;
+        TimedVerdict {
+            decision: if misses_cached {
+                Decision::Undecided
+            } else {
+                test.decision()
+            },
+            pairs: read,
+            sooner: pairs[..read].iter().filter(|(h, m)| h < m).count(),
+            bound_ms,
+            median_hit_ms: median(pairs[..read].iter().map(|p| p.0).collect()),
+            median_miss_ms,
+            misses_cached,
+        }
+    }
+}
+
+impl TimedVerdict {
+    /// The verdict in words, for a finding or a pass.
+    pub fn describe(&self, alpha: f64) -> String {
+        let head = format!(
+            "in {} of {} timed pairs tenant b's copy of one of tenant a's requests came sooner than b's own prompt \
+             of the same shape (median {:.0} ms against {:.0} ms)",
+            self.sooner, self.pairs, self.median_hit_ms, self.median_miss_ms
+        );
+        match self.decision {
+            Decision::Effect => format!("{head}: a's answers given again (sign test at alpha {alpha:e})"),
+            Decision::NoEffect => format!(
+                "{head}: a cache answering copies {:.0} ms sooner or more in most pairs is ruled out (sign test at \
+                 alpha {alpha:e})",
+                self.bound_ms
+            ),
+            Decision::Undecided if self.misses_cached => format!(
+                "{head}: b's own prompts came back sooner than the bound, {:.0} ms, so something answers b its \
+                 repeats without the model, and the pairs cannot show a cache that renames its hits",
+                self.bound_ms
+            ),
+            Decision::Undecided => format!(
+                "{head}: undecided at alpha {alpha:e}, so a cache that renames its hits is not ruled out by speed"
+            ),
+        }
+    }
+}
 
 /// A stored answer stands out by its speed only when it comes at least this much
 /// sooner than the model answers (and in a quarter of the time).
@@ -80,6 +222,10 @@ pub struct Signs {
     /// How soon the model answers b's own prompt a second time (its prefix cached,
     /// its answer not), where that is slow enough for a stored answer to stand out.
     pub fresh_ms: Option<f64>,
+    /// How soon the model answered b's fresh prompts (new to every cache) at best,
+    /// however soon: the timed pairs' bound is a share of it; none when they were not
+    /// answered.
+    pub model_ms: Option<f64>,
 }
 
 impl Signs {
@@ -95,7 +241,13 @@ impl Signs {
         let fresh_ms = warm
             .map(|w| fresh.iter().map(|f| f.total_ms).fold(w.total_ms, f64::min))
             .filter(|ms| *ms >= 4.0 * MIN_GAIN_MS / 3.0);
-        Signs { ids, times, fresh_ms }
+        let model_ms = fresh.iter().map(|f| f.total_ms).reduce(f64::min);
+        Signs {
+            ids,
+            times,
+            fresh_ms,
+            model_ms,
+        }
     }
 
     /// Whether any sign could show a stored answer.
@@ -166,6 +318,54 @@ mod tests {
             content: content.into(),
             total_ms,
         }
+    }
+
+    /// SplitMix64, for noise the same on every run.
+    fn noise(state: &mut u64) -> f64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    #[test]
+    fn timed_pairs_find_a_renaming_cache_through_noise_and_rule_one_out_without_one() {
+        let rule = Timed {
+            alpha: DEFAULT_TIMING_ALPHA,
+            equivalence: DEFAULT_EQUIVALENCE,
+        };
+        let bound = rule.bound_ms(68.0);
+        assert_eq!(bound, 34.0);
+        let mut state = 7;
+        // A model at 68 ms, jitter of up to 60 ms on every answer (a loaded machine).
+        let mut jitter = || 60.0 * noise(&mut state);
+        // A renaming cache: copies in 1 ms plus jitter; b's own prompts generated.
+        let cached: Vec<(f64, f64)> = (0..24).map(|_| (1.0 + jitter(), 68.0 + jitter())).collect();
+        let t = rule.judge(bound, &cached);
+        assert_eq!(t.decision, Decision::Effect, "{t:?}");
+        assert!(t.pairs <= 20 && t.sooner * 10 >= t.pairs * 7, "{t:?}");
+        assert!(t.describe(rule.alpha).contains("given again"));
+        // No cache: both arms generated, the same jitter.
+        let honest: Vec<(f64, f64)> = (0..24).map(|_| (68.0 + jitter(), 68.0 + jitter())).collect();
+        let t = rule.judge(bound, &honest);
+        assert_eq!(t.decision, Decision::NoEffect, "{t:?}");
+        assert!(
+            t.describe(rule.alpha)
+                .contains("34 ms sooner or more in most pairs is ruled out")
+        );
+        // b's own repeats answered by a cache of its own: no verdict on speed.
+        let own: Vec<(f64, f64)> = (0..24).map(|_| (68.0 + jitter(), 1.0 + jitter() / 10.0)).collect();
+        let t = rule.judge(bound, &own);
+        assert!(t.misses_cached && t.decision == Decision::Undecided, "{t:?}");
+        // Under the null, "reused" comes no more often than alpha allows: the copies
+        // and b's own prompts exchangeable, in 20,000 runs of 24 pairs.
+        let mut false_alarms = 0;
+        for _ in 0..20_000 {
+            let pairs: Vec<(f64, f64)> = (0..24).map(|_| (jitter(), jitter())).collect();
+            false_alarms += u32::from(rule.judge(bound, &pairs).decision == Decision::Effect);
+        }
+        assert!(false_alarms <= 2, "{false_alarms} false alarms in 20,000");
     }
 
     #[test]

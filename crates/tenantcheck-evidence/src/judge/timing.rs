@@ -60,7 +60,11 @@ impl Rule {
 
 /// The median speed-up (miss − hit) of `pairs`; 0 for none.
 pub fn median_speedup(pairs: &[TimingPair]) -> f64 {
-    let mut v: Vec<f64> = pairs.iter().map(TimingPair::speedup_ms).collect();
+    median(pairs.iter().map(TimingPair::speedup_ms).collect())
+}
+
+/// The median of `v`; 0 for none.
+pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }

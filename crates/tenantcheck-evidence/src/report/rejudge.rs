@@ -43,6 +43,9 @@ pub(super) struct KeptLine {
     /// fact (the one meant to run generation past the context among them), where its
     /// usage or the profile's tokenizer counts them.
     pub overrun: Option<crate::judge::context::Overrun>,
+    /// The SHA-256 of the text its request carried, for the response-reuse case's
+    /// timed pairs (a copy must carry the text of the request it copies).
+    pub prompt: Option<String>,
 }
 
 impl KeptLine {
@@ -61,6 +64,7 @@ impl KeptLine {
         let overrun = (probe == kind::CONTEXT_BOUNDARY && facts.is_empty())
             .then(|| crate::judge::context::Overrun::counted(&exchange, tokenizer))
             .flatten();
+        let prompt = (probe == kind::RESPONSE_REUSE).then(|| crate::sha256_hex(exchange.request.text().as_bytes()));
         // The request's body may be a million tokens; the facts are all a rule reads of it.
         exchange.request.body = None;
         KeptLine {
@@ -69,6 +73,7 @@ impl KeptLine {
             exchange,
             facts,
             overrun,
+            prompt,
         }
     }
 }
@@ -266,11 +271,94 @@ fn metadata(
     })
 }
 
-/// B's answers to requests like a's judged again by their signs; the case is decided
-/// when one was answered and some sign could show a stored answer (or a's own repeat
-/// came back stored).
+/// The response-reuse case's parameters, as much as its rule reads (a report from
+/// before the timed pairs has none: the defaults, and no pairs to judge).
+#[derive(serde::Deserialize)]
+struct ReuseParams {
+    #[serde(default = "default_reuse_alpha")]
+    timing_alpha: f64,
+    #[serde(default = "default_reuse_equivalence")]
+    equivalence: f64,
+}
+
+fn default_reuse_alpha() -> f64 {
+    crate::judge::reuse::DEFAULT_TIMING_ALPHA
+}
+
+fn default_reuse_equivalence() -> f64 {
+    crate::judge::reuse::DEFAULT_EQUIVALENCE
+}
+
+/// The response-reuse case's timed pairs as the transcript gives them, each the copy's
+/// and the miss arm's answer time, up to the first pair not all answered; refused
+/// where the roles do not make pairs (a copy that does not carry the text of a's
+/// request, a miss arm not b's own prompt again, the arms sent as the wrong tenants).
+fn reuse_pairs(c: &CaseResult, roles: &Roles, kept: &Kept) -> Result<Vec<(f64, f64)>, VerifyError> {
+    let [seeded, primed, hit, miss] = ["seeded", "primed", "hit", "miss"].map(|r| kept_lines(c, roles, r, kept));
+    let (seeded, primed, hit, miss) = (seeded?, primed?, hit?, miss?);
+    if [primed.len(), hit.len(), miss.len()] != [seeded.len(); 3] {
+        return Err(bad(
+            &c.id,
+            format!(
+                "its roles name {} seeded, {} primed, {} hit and {} miss lines: timed pairs need as many of each",
+                seeded.len(),
+                primed.len(),
+                hit.len(),
+                miss.len()
+            ),
+        ));
+    }
+    let mut pairs = Vec::new();
+    for i in 0..seeded.len() {
+        let [(s_seq, s), (p_seq, p), (h_seq, h), (m_seq, m)] = [seeded[i], primed[i], hit[i], miss[i]];
+        if h.prompt != s.prompt || m.prompt != p.prompt {
+            return Err(bad(
+                &c.id,
+                format!(
+                    "timed pair {}: #{h_seq} must carry the text of #{s_seq}, and #{m_seq} that of #{p_seq}",
+                    i + 1
+                ),
+            ));
+        }
+        if s.tenant == h.tenant || [&p.tenant, &m.tenant].iter().any(|t| **t != h.tenant) {
+            return Err(bad(
+                &c.id,
+                format!(
+                    "timed pair {}: #{s_seq} must be one tenant's request, and #{p_seq}, #{h_seq}, #{m_seq} the other's",
+                    i + 1
+                ),
+            ));
+        }
+        let answered = |e: &Exchange| e.is_success().then_some(e.timings.total_ms);
+        match (
+            answered(&s.exchange),
+            answered(&p.exchange),
+            answered(&h.exchange),
+            answered(&m.exchange),
+        ) {
+            (Some(_), Some(_), Some(h_ms), Some(m_ms)) => pairs.push((h_ms, m_ms)),
+            _ => {
+                if i + 1 < seeded.len() {
+                    return Err(bad(
+                        &c.id,
+                        format!(
+                            "timed pair {} was not all answered, and the pairs go on after it",
+                            i + 1
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(pairs)
+}
+
+/// B's answers to requests like a's judged again by their signs, and its timed pairs
+/// by their sign test; the case is decided when one was answered and some sign could
+/// show a stored answer (or a's own repeat came back stored), or the pairs decided.
 fn reuse(c: &CaseResult, roles: Option<&Roles>, kept: &Kept) -> Result<Judgement, VerifyError> {
-    use crate::judge::reuse::{Answer, Signs, judge};
+    use crate::judge::reuse::{Answer, Signs, Timed, judge};
+    use crate::judge::sequential::Decision;
     let codes = [FindingCode::ResponseReused, FindingCode::SemanticResponseReused];
     let undecided = Judgement {
         counts: codes.map(|code| (code, 0)).to_vec(),
@@ -300,9 +388,42 @@ fn reuse(c: &CaseResult, roles: Option<&Roles>, kept: &Kept) -> Result<Judgement
     let reused = judge(&signs, &first, &tried);
     let own = answers("again")?.first().and_then(|a| signs.reused(&first, a, false));
     let semantic = reused.iter().filter(|r| r.semantic).count();
+    let params: ReuseParams =
+        serde_json::from_value(c.params.clone()).map_err(|e| bad(&c.id, format!("its params: {e}")))?;
+    let rule = Timed {
+        alpha: params.timing_alpha,
+        equivalence: params.equivalence,
+    };
+    let pairs = reuse_pairs(c, roles, kept)?;
+    let timed = match (signs.model_ms, pairs.is_empty()) {
+        (Some(model_ms), false) => {
+            let t = rule.judge(rule.bound_ms(model_ms), &pairs);
+            if t.pairs < pairs.len() {
+                return Err(bad(
+                    &c.id,
+                    format!(
+                        "its timed pairs go on past pair {}, where the sign test decided ({} in all)",
+                        t.pairs,
+                        pairs.len()
+                    ),
+                ));
+            }
+            t.decision
+        }
+        (None, false) => {
+            return Err(bad(
+                &c.id,
+                "it timed pairs though tenant b's fresh requests were not answered (no bound)".to_owned(),
+            ));
+        }
+        (_, true) => Decision::Undecided,
+    };
+    let by_speed = usize::from(timed == Decision::Effect);
     Ok(Judgement {
-        counts: vec![(codes[0], reused.len() - semantic), (codes[1], semantic)],
-        decided: !reused.is_empty() || (!tried.is_empty() && (signs.any() || own.is_some())),
+        counts: vec![(codes[0], reused.len() - semantic + by_speed), (codes[1], semantic)],
+        decided: !reused.is_empty()
+            || by_speed > 0
+            || (!tried.is_empty() && (signs.any() || own.is_some() || timed == Decision::NoEffect)),
     })
 }
 
