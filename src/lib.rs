@@ -28,8 +28,8 @@
 #![warn(missing_docs)]
 
 pub use tenantcheck_evidence::{
-    attestation, canary, document, judge, ledger, nodes, outcome, partition, passage, policy, prompt, provenance,
-    recipe, report, scan, shard, threat, tokenizer, version,
+    attestation, canary, document, holder, judge, ledger, nodes, outcome, partition, passage, policy, prompt,
+    provenance, recipe, report, scan, shard, threat, tokenizer, version,
 };
 pub use tenantcheck_sim as sim;
 

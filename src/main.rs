@@ -360,6 +360,11 @@ struct SimArgs {
     /// long prompts decode from).
     #[arg(long)]
     background_tenant: bool,
+    /// The background customer's records bear names and e-mail domains drawn from the
+    /// canaries' own pools: strangers who share names with the run's holders (implies
+    /// --background-tenant).
+    #[arg(long)]
+    common_name_strangers: bool,
     /// Serve as this many nodes behind a router, each with its own KV pool, prefix
     /// cache and decode batch (a hosted model's replicas).
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -663,7 +668,8 @@ fn sim_config(args: SimArgs) -> Result<SimConfig, String> {
         no_cache_counter: args.no_cache_counter,
         plain_decode: args.plain_decode,
         api_only: args.api_only,
-        background_tenant: args.background_tenant,
+        background_tenant: args.background_tenant || args.common_name_strangers,
+        common_name_strangers: args.common_name_strangers,
         chaos: args.chaos,
         redirect_to: args.redirect_to,
         fleet,

@@ -397,6 +397,13 @@ impl Session {
         self.ledger().evidence(case)
     }
 
+    /// Other tenants' records the answer recorded at `seq` held, as the ledger read the
+    /// line (the scan's canaries and the holders sighted by name): what `verify` holds
+    /// a case to, beyond a probe's own scan of the text.
+    pub fn leaks_at(&self, seq: u64) -> Vec<crate::outcome::LeakEvidence> {
+        self.ledger().line(seq).map(|s| s.canaries.clone()).unwrap_or_default()
+    }
+
     /// Reads a line an earlier part of the run recorded (a resumed run's), in
     /// transcript order, as `Session::record` read it when it was new: an exchange's
     /// request joins the text every later answer is judged against, and what it showed

@@ -990,28 +990,34 @@ impl Search<'_> {
     /// Scans a prober's answer for other tenants' canaries; returns whether one was
     /// found. `besides` ends the finding's message (what else the answer shows).
     fn scan(&mut self, sent: &Sent, besides: &str) -> bool {
-        let hits = self.ctx.session.scan(&sent.exchange.returned_text(), &self.prober);
-        let found = !hits.is_empty();
-        let count = hits.len();
-        if let Some(hit) = hits.into_iter().next() {
-            let message = format!(
-                "the answer to a long prompt of tenant {} (transcript #{}) holds {count} of tenant {}'s canaries, first {}{besides}",
-                self.prober, sent.seq, hit.owner, hit.id
-            );
-            let leak = LeakEvidence {
-                seeded_in: self.ctx.session.seeded_in(&hit.id),
-                canary_id: hit.id,
-                owner: hit.owner,
-                recipient: self.prober.clone(),
-                fragment: hit.fragment,
-                matched: hit.matched,
-                excerpt: hit.excerpt,
-                returned_in: sent.seq,
-                words: None,
-            };
-            self.finding(FindingCode::CrossTenantCanary, message, Some(leak));
+        // What the ledger read in the line (the scan's canaries and the holders
+        // sighted by name), then what the scan finds now besides.
+        let mut leaks = self.ctx.session.leaks_at(sent.seq);
+        for hit in self.ctx.session.scan(&sent.exchange.returned_text(), &self.prober) {
+            if !leaks.iter().any(|l| l.canary_id == hit.id) {
+                leaks.push(LeakEvidence {
+                    seeded_in: self.ctx.session.seeded_in(&hit.id),
+                    canary_id: hit.id,
+                    owner: hit.owner,
+                    recipient: self.prober.clone(),
+                    fragment: hit.fragment,
+                    matched: hit.matched,
+                    excerpt: hit.excerpt,
+                    returned_in: sent.seq,
+                    words: None,
+                });
+            }
         }
-        found
+        let count = leaks.len();
+        let Some(first) = leaks.into_iter().next() else {
+            return false;
+        };
+        let message = format!(
+            "the answer to a long prompt of tenant {} (transcript #{}) holds {count} of tenant {}'s canaries, first {}{besides}",
+            self.prober, sent.seq, first.owner, first.canary_id
+        );
+        self.finding(FindingCode::CrossTenantCanary, message, Some(first));
+        true
     }
 
     /// Makes the losses findings, each in its place, where they count

@@ -1248,8 +1248,13 @@ fn foreign_findings(
                     Finding {
                         code: FindingCode::ForeignContent,
                         message: format!(
-                            "the answer to a long prompt of tenant {tenant} (transcript #{seq}) holds record-shaped content no prompt of the run held ({listed}), beside the name {} of tenant {}'s canary {}: tenant {}'s record, its numbers and address not as sent ({:?})",
-                            c.name, c.owner, c.id, c.owner, named.excerpt
+                            "the answer to a long prompt of tenant {tenant} (transcript #{seq}) holds record-shaped content no prompt of the run held ({listed}), beside the name {} of tenant {}'s canary {} and what of its record stands by it: tenant {}'s record, its numbers and address not as sent ({:?}; {} from the name pools)",
+                            c.name,
+                            c.owner,
+                            c.id,
+                            c.owner,
+                            named.excerpt,
+                            crate::outcome::coincidence(named.chance)
                         ),
                         leak: Some(leak),
                     }

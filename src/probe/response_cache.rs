@@ -24,13 +24,14 @@
 //! far sooner than the model answers. "The model answers" is measured where a prefix
 //! cache cannot explain the difference: b sends its first fresh prompt again with one
 //! token more to give (its prefix cached, its answer not); an answer in a quarter of
-//! that time, and at least [`MIN_GAIN_MS`](tenantcheck_evidence::judge::reuse::MIN_GAIN_MS) sooner, was not generated. Speed counts only
-//! for a prompt new to b (the first sending of a's request, and the paraphrase). Any of these fails the case (`ResponseReused`; for the
+//! that time, and at least [`MIN_GAIN_MS`](tenantcheck_evidence::judge::reuse::MIN_GAIN_MS) sooner, was not generated. One sample's speed counts only
+//! for the paraphrase (a prompt new to b); a's request byte for byte is judged by speed
+//! in the timed pairs below. Any of these fails the case (`ResponseReused`; for the
 //! paraphrase `SemanticResponseReused`), naming the variant and the evidence.
 //!
 //! One sample of speed says little on a busy machine, and a cache that gives its hits
 //! a new id and time shows by nothing else: then come timed pairs
-//! ([`Timed`](tenantcheck_evidence::judge::reuse::Timed)). For each, a sends a new
+//! ([`Timed`]). For each, a sends a new
 //! request; b sends a prompt of its own, then, in an order drawn per pair, that prompt
 //! again and a byte-for-byte copy of a's, both asking for one token more than b's
 //! first sending (a's request asked for as many). A sign test, anytime-valid, decides
@@ -306,11 +307,14 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
     let mut tried = Vec::new();
     let mut whats = Vec::new();
     let (mut same, mut paraphrased) = (Vec::new(), Vec::new());
-    for (i, (what, r, semantic)) in variants.iter().enumerate() {
+    for (what, r, semantic) in &variants {
         let sent = send!(other, r);
         if *semantic { &mut paraphrased } else { &mut same }.push(sent.seq);
         // Only the first sending of a's prompt, and the paraphrase, are new to b.
-        let new_to_b = i == 0 || *semantic;
+        // By one sample's speed the paraphrase alone: a's request byte for byte is
+        // judged by speed in the timed pairs, whose sign test a busy machine's stall
+        // cannot fool (one sample once failed an honest vendor so).
+        let new_to_b = *semantic;
         match answer_of(&sent) {
             Some(a) => {
                 tried.push((a, *semantic, new_to_b));

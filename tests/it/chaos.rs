@@ -9,8 +9,10 @@ use crate::common::{Sim, TempDir, tenantcheck};
 use std::time::{Duration, Instant};
 use tenantcheck::outcome::Verdict;
 
-const KEY_A: &str = "sk-chaos-tenant-a-0000";
-const KEY_B: &str = "sk-chaos-tenant-b-1111";
+// Random past their prefix, as real keys are: each half of a key split in two holds a
+// digit, so neither stands unredacted.
+const KEY_A: &str = "sk-chaos-9fQ2xL7mRa4Kt8Vw1Zp3";
+const KEY_B: &str = "sk-chaos-5hN8cY3vTe6Jd1Ws4Mq7";
 
 /// The run's peak resident memory must stay under this (a healthy run of one case
 /// takes about 15 MiB; a 1 GiB answer read whole would take sixteen times as much).

@@ -251,6 +251,14 @@ const ROWS: &[Row] = &[
         why: "long prompts decode from a stranger's records, none of them the run's: isolation sees e-mail addresses and account numbers no prompt held, in every long answer and no short one",
     },
     Row {
+        name: "stale-pages, strangers with common names",
+        named: &[],
+        flags: &["--fault", "stale-pages", "--common-name-strangers"],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "long prompts decode from a stranger's records whose names are drawn from the canaries' own pools: content no prompt held, and names the run's holders share, which attribute to nobody (a common name with nothing of the holder's record beside it)",
+    },
+    Row {
         name: "forgetful model",
         named: &[],
         flags: &["--forgetful-model"],
@@ -447,6 +455,21 @@ const ROWS: &[Row] = &[
         inconclusive: &[],
         fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
         why: "the content says it cannot help; the logprob tokens spell the residue: named as the other tenant's text",
+    },
+    Row {
+        name: "stale-pages, leaks re-set by a template",
+        named: &["isolation.canary-residue"],
+        flags: &[
+            "--fault",
+            "stale-pages",
+            "--leak-transform",
+            "template",
+            "--leak-seed",
+            "1",
+        ],
+        inconclusive: &[],
+        fail: &["context.boundary", "context.recall", "isolation.canary-residue"],
+        why: "residue comes back as a CRM export: each record `KELLER, Maria | acct ****2215 | posteo.de`, the prose dropped: named as the other tenant's by its holders' names and what of their records stands by them, rare enough together",
     },
     Row {
         name: "debug header",
@@ -674,6 +697,11 @@ fn verdicts(row: &Row, tmp: &TempDir, tag: &str) -> (BTreeMap<String, Verdict>, 
                 FindingCode::CrossTenantText => true,
                 // Foreign content named as a tenant's record by its holder's name.
                 FindingCode::ForeignContent => f.leak.as_ref().is_some_and(|l| l.owner != l.recipient),
+                // A record re-set, named by its holder's name and what of it survived.
+                FindingCode::CrossTenantCanary => f
+                    .leak
+                    .as_ref()
+                    .is_some_and(|l| l.fragment == tenantcheck::canary::Fragment::Name),
                 _ => false,
             })
         })
@@ -886,6 +914,7 @@ rows! {
     weak_model_stale_pages_fragmenting_model
     background_tenant
     stale_pages_background_tenant
+    stale_pages_strangers_with_common_names
     forgetful_model
     stale_pages_forgetful_model
     weak_model_cancel_swap
@@ -902,6 +931,7 @@ rows! {
     stale_pages_leaks_in_the_reasoning_field
     stale_pages_leaks_in_tool_call_arguments
     stale_pages_leaks_in_the_logprobs_alone
+    stale_pages_leaks_re_set_by_a_template
     debug_header
     global_prefix_cache_no_counter_transfer_jitter
     per_tenant_cache_no_counter_transfer_jitter

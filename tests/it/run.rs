@@ -1373,6 +1373,72 @@ fn strangers_records_in_long_answers_fail_isolation_and_verify_re_derives_the_ri
     assert!(err.contains("does not fail on"), "{err}");
 }
 
+/// Strangers whose names are drawn from the canaries' own pools (common names, shared
+/// with the run's holders) decode into long answers under `stale-pages`: isolation
+/// fails on the rise of content no prompt held, and no finding names a stranger's
+/// record as a run tenant's: a common name with nothing of the holder's record beside
+/// it is no holder ([`tenantcheck::holder`]). `TENANTCHECK_STRANGER_RUNS` sets the
+/// runs (default 1; `docs/benchmarks.md` has 20).
+#[test]
+fn strangers_with_common_names_are_never_named_as_the_run_tenants() {
+    let runs: u32 = std::env::var("TENANTCHECK_STRANGER_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let (mut itemised, mut named) = (0, 0);
+    for run in 0..runs {
+        let sim = Sim::start(
+            "cn-key-a-0001",
+            "cn-key-b-0001",
+            &["--fault", "stale-pages", "--common-name-strangers"],
+        );
+        let tmp = TempDir::new("common-names");
+        let profile = sim.profile(tmp.path());
+        let run_dir = tmp.path().join("run");
+        let (code, stdout, stderr) = run_exact(
+            &profile,
+            &run_dir,
+            "isolation.canary-residue",
+            "cn-key-a-0001",
+            "cn-key-b-0001",
+        );
+        assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+        let report = verified(&run_dir);
+        let c = report
+            .cases
+            .iter()
+            .find(|c| c.id == "isolation.canary-residue")
+            .unwrap();
+        let lines = crate::common::transcript_exchanges(&run_dir);
+        itemised += c
+            .outcome
+            .findings
+            .iter()
+            .filter(|f| f.code == FindingCode::ForeignContent)
+            .count();
+        // Every record a finding names by its holder: none of it a stranger's (whose
+        // records end "balance due on renewal", where the run's carry a note).
+        for leak in c.outcome.findings.iter().filter_map(|f| f.leak.as_ref()) {
+            if leak.fragment != tenantcheck::canary::Fragment::Name {
+                continue;
+            }
+            named += 1;
+            let answer = lines[&leak.returned_in]["exchange"]["content"]
+                .as_str()
+                .unwrap_or_default();
+            let at = answer.find(&leak.excerpt).unwrap_or(0);
+            let record = answer[at..].split(". ").next().unwrap_or_default();
+            assert!(
+                !record.contains("balance due on renewal"),
+                "run {run}: a stranger's record named as {}'s: {leak:?}\n{record}",
+                leak.owner
+            );
+        }
+    }
+    eprintln!("{runs} runs: {itemised} answers itemised as foreign content, {named} records named by a holder");
+    assert!(itemised > 0, "the strangers' records never came back");
+}
+
 #[test]
 fn a_lost_fact_names_the_strangers_records_and_the_degenerate_answer_that_took_its_place() {
     let sim = Sim::start(

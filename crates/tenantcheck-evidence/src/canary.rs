@@ -377,10 +377,14 @@ pub const RECORD_LABELS: &[&str] = &["Customer record:", "Client file:", "Accoun
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Fragment {
-    /// The holder's name beside a number or an address that no prompt of the run held:
-    /// the owner's record, its numbers and address changed (never a leak alone:
-    /// `isolation.canary-residue` names by it whose data the foreign content of a
-    /// significant rise is; [`crate::judge::named`]).
+    /// The holder's name beside what survives of the record, rare enough together
+    /// ([`crate::holder`]: at most [`crate::holder::MAX_CHANCE`] likely by
+    /// coincidence): a record re-set by a template (`PARK, Thea | acct ****2788 |
+    /// gmail.com`), a leak the ledger finds in any answer; or beside a number or an
+    /// address that no prompt of the run held, by which `isolation.canary-residue`
+    /// names whose data the foreign content of a significant rise is
+    /// ([`crate::judge::named`]). A name alone, or a common one with little of the
+    /// record, is never a leak.
     Name,
     /// A stretch of words of another tenant's request, however cut, cased or spelled,
     /// holding words only that tenant sent ([`crate::provenance`]; no canary: the hit's
@@ -482,6 +486,38 @@ impl<'a> Carried<'a> {
     pub fn holds(&self, canary: &Canary) -> bool {
         self.0.contains(canary.account.as_str()) || self.0.contains(canary.code.as_str())
     }
+}
+
+/// How many given names a canary's holder is drawn from.
+pub const GIVEN_NAMES: usize = GIVEN.len();
+
+/// How many family names a canary's holder is drawn from.
+pub const FAMILY_NAMES: usize = FAMILY.len();
+
+/// How many domains a canary's e-mail address is drawn from.
+pub const DOMAIN_COUNT: usize = DOMAINS.len();
+
+/// How many words each of a note's adjective, goods and city is drawn from.
+pub const NOTE_WORDS: usize = 64;
+const _: () = assert!(ADJECTIVES.len() == NOTE_WORDS && GOODS.len() == NOTE_WORDS && CITIES.len() == NOTE_WORDS);
+
+/// The pools a canary's holder is drawn from: given names, family names, e-mail
+/// domains. Names as common as any: the reference vendor's strangers of
+/// `--common-name-strangers` are drawn from them too.
+pub fn pools() -> (
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+) {
+    (GIVEN, FAMILY, DOMAINS)
+}
+
+/// How many of the given names start with `initial` (a letter, any case).
+pub fn given_with_initial(initial: &str) -> usize {
+    GIVEN
+        .iter()
+        .filter(|g| g.to_lowercase().starts_with(&initial.to_lowercase()))
+        .count()
 }
 
 const GIVEN: &[&str] = &[

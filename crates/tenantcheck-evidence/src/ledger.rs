@@ -94,6 +94,14 @@ struct Canaries {
     seeded_in: HashMap<String, u64>,
     /// Issued canaries no request has carried yet (indices into `issued`).
     pending: Vec<usize>,
+    /// Canaries issued or known that no request of the lines read so far carried
+    /// (indices into `issued`): not yet in `holders`.
+    unsent: Vec<usize>,
+    /// The canaries some request of the lines read so far carried, by their holders'
+    /// names: what an answer's sighted names are judged against
+    /// ([`crate::holder`]); the same in the run and in `verify`, whatever each knew of
+    /// the canaries to come.
+    holders: crate::holder::Holders,
 }
 
 /// What the transcript's lines show, case by case ([the module](self)).
@@ -170,6 +178,7 @@ impl Ledger {
         self.canaries.index.insert(canary.id.clone(), i);
         self.scanner.add(canary.clone());
         self.canaries.issued.push(canary);
+        self.canaries.unsent.push(i);
         (i, true)
     }
 
@@ -251,11 +260,14 @@ impl Ledger {
     /// showed on `case`.
     pub fn exchange(&mut self, seq: u64, case: &str, tenant: &str, exchange: &Exchange) -> &Seen {
         self.rate_limited += u64::from(exchange.status == Some(429));
-        let hits = self.scanner.scan(&exchange.returned_text(), tenant);
-        let canaries = hits
+        self.sent(&exchange.request);
+        let returned = exchange.returned_text();
+        let hits = self.scanner.scan(&returned, tenant);
+        let mut canaries: Vec<LeakEvidence> = hits
             .into_iter()
             .map(|hit| self.leak_evidence(hit, tenant, seq))
             .collect();
+        canaries.extend(self.sighted(&returned, tenant, seq, &canaries));
         let judged = self.passages.judge(seq, tenant, exchange);
         let text = judged.text.map(|hit| LeakEvidence {
             canary_id: hit.id(),
@@ -298,6 +310,72 @@ impl Ledger {
         self.cases.entry(case.to_owned()).or_default().lay(&seen);
         self.lines.insert(seq, seen);
         &self.lines[&seq]
+    }
+
+    /// Moves the canaries `request` carried (its account numbers and codes, in any
+    /// string of its body) from unsent to the holders an answer's names are judged
+    /// against.
+    fn sent(&mut self, request: &crate::exchange::RecordedRequest) {
+        let Canaries {
+            issued,
+            unsent,
+            holders,
+            ..
+        } = &mut self.canaries;
+        if unsent.is_empty() || request.body.is_none() {
+            return;
+        }
+        let text = request.text();
+        let carried = crate::canary::Carried::of(&text);
+        unsent.retain(|&i| {
+            let held = carried.holds(&issued[i]);
+            if held {
+                holders.add(issued[i].clone());
+            }
+            !held
+        });
+    }
+
+    /// Other tenants' records the answer `returned` to `recipient` holds by their
+    /// holders' names and what survives of them ([`crate::holder`]: a record re-set
+    /// by a template, `PARK, Thea | acct ****2788 | gmail.com`), rare enough to name
+    /// the holder; none of a canary the scan already found in it (`found`).
+    fn sighted(&self, returned: &str, recipient: &str, seq: u64, found: &[LeakEvidence]) -> Vec<LeakEvidence> {
+        let holders = &self.canaries.holders;
+        if holders.is_empty() {
+            return Vec::new();
+        }
+        crate::holder::attributed(
+            holders.sightings_within(recipient, returned, 0, returned.len()),
+            holders,
+        )
+        .into_iter()
+        .filter(|s| {
+            !found
+                .iter()
+                .any(|f| s.candidates.iter().any(|&i| holders.canary(i).id == f.canary_id))
+        })
+        .map(|s| {
+            let c = holders.canary(s.index);
+            LeakEvidence {
+                canary_id: c.id.clone(),
+                owner: c.owner.clone(),
+                recipient: recipient.to_owned(),
+                fragment: Fragment::Name,
+                matched: s.found.join(" / "),
+                excerpt: s.excerpt,
+                seeded_in: self.seeded_in(&c.id),
+                returned_in: seq,
+                words: Some(crate::outcome::WordMatch {
+                    field: "returned text".to_owned(),
+                    words: s.found.len(),
+                    shingles: 0,
+                    distinctive: s.found,
+                    chance: s.chance,
+                }),
+            }
+        })
+        .collect()
     }
 
     /// Lays what the exchanges at `seqs` showed on `case`, which cites them: their

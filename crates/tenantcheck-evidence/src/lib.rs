@@ -10,6 +10,8 @@
 //!
 //! - [`canary`] and [`scan`]: markers derived from the run secret, and the scanner that
 //!   finds them (whole, fragmentary, garbled) in what another tenant got back;
+//! - [`holder`]: a canary's holder sighted by name beside what survives of the record,
+//!   with the chance of a coincidence;
 //! - [`ledger`]: what the transcript's lines show case by case (leaks, passages,
 //!   redirects, citations), one fold the run feeds and `verify` replays;
 //! - [`passage`]: every request's text by runs of sentences, and the answers that hold
@@ -44,6 +46,7 @@ pub mod attestation;
 pub mod canary;
 pub mod document;
 pub mod exchange;
+pub mod holder;
 pub mod judge;
 pub mod ledger;
 pub mod nodes;

@@ -857,7 +857,19 @@ impl LeakEvidence {
                     self.matched
                 );
             }
-            Fragment::Name => "its holder's name beside a number or address no prompt held",
+            Fragment::Name => match &self.words {
+                // Sighted by the ledger: the name and what survives of the record.
+                Some(w) => {
+                    return format!(
+                        "tenant {}'s canary {} (its holder's name beside what survives of its record, re-set: {:?}; {} from the name pools)",
+                        self.owner,
+                        self.canary_id,
+                        self.matched,
+                        coincidence(w.chance)
+                    );
+                }
+                None => "its holder's name beside a number or address no prompt held",
+            },
             Fragment::AccountNear => "its account number, a digit or two off",
             Fragment::Account => "its account number",
             Fragment::EmailNear => "its e-mail address, letters swapped or changed",

@@ -111,6 +111,8 @@ struct State {
     /// The background tenant's prompts, as token ids: a few, served in turn (made
     /// once, so that serving them costs no time a timing test would notice).
     background_prompts: Vec<Vec<u32>>,
+    /// The background tenant's records bear the canaries' common names.
+    common_names: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -136,7 +138,7 @@ impl State {
         if self.background_prompts.is_empty() {
             let capacity = self.prefill.capacity_tokens();
             for seed in 1..=PROMPTS {
-                let text = stranger_records(seed, capacity);
+                let text = stranger_records(seed, capacity, self.common_names);
                 let ids = super::tokenizer::tokens(&text)
                     .take(capacity)
                     .map(|t| self.vocab.intern(t))
@@ -156,8 +158,9 @@ impl State {
 }
 
 /// Customer records of people nobody in a run knows, at least `tokens` tokens of them,
-/// drawn from `seed` (splitmix64).
-fn stranger_records(seed: u64, tokens: usize) -> String {
+/// drawn from `seed` (splitmix64); with `common_names`, their names and domains from
+/// the canaries' own pools.
+fn stranger_records(seed: u64, tokens: usize, common_names: bool) -> String {
     const GIVEN: &[&str] = &[
         "Agnes", "Bertil", "Cosima", "Dorian", "Edda", "Florin", "Greta", "Hamish",
     ];
@@ -185,17 +188,22 @@ fn stranger_records(seed: u64, tokens: usize) -> String {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     };
+    let (given, family, domains) = match common_names {
+        true => tenantcheck_evidence::canary::pools(),
+        false => (GIVEN, FAMILY, DOMAINS),
+    };
     let mut out = String::new();
     // Records come to about 3 characters per token: 4 per token is more than enough.
     while out.len() < 4 * tokens + 256 {
-        let (g, f) = (GIVEN[(next() % 8) as usize], FAMILY[(next() % 8) as usize]);
+        let g = given[(next() % given.len() as u64) as usize];
+        let f = family[(next() % family.len() as u64) as usize];
         let account = next() % 1_000_000_000_000;
         out.push_str(&format!(
             "Client: {g} {f}, email {}.{}{:05}@{}, account {:04} {:04} {:04}, balance due on renewal. ",
             g.to_lowercase(),
             f.to_lowercase(),
             next() % 100_000,
-            DOMAINS[(next() % 4) as usize],
+            domains[(next() % domains.len() as u64) as usize],
             account / 100_000_000,
             account / 10_000 % 10_000,
             account % 10_000
@@ -264,6 +272,7 @@ impl Engine {
                 leak_transform: config.leak_transform,
                 background_served: 0,
                 background_prompts: Vec::new(),
+                common_names: config.common_name_strangers,
                 vocab: Vocab::new(),
             }),
             freed: Notify::new(),

@@ -275,6 +275,10 @@ pub struct SimConfig {
     /// Another customer's traffic fills every free page before each request
     /// (`--background-tenant`).
     pub background_tenant: bool,
+    /// The background customer's records bear names and e-mail domains drawn from the
+    /// canaries' own pools (`--common-name-strangers`): strangers who share names with
+    /// the run's holders, as a busy vendor's customers do.
+    pub common_name_strangers: bool,
     /// Hostile behaviour at the HTTP level, for chat completions.
     pub chaos: Option<Chaos>,
     /// Where `--chaos redirect` points (another origin); `None`:
@@ -321,6 +325,7 @@ impl SimConfig {
             plain_decode: false,
             api_only: false,
             background_tenant: false,
+            common_name_strangers: false,
             chaos: None,
             redirect_to: None,
             system_fingerprint: None,

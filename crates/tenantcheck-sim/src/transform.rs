@@ -36,6 +36,13 @@ pub enum Family {
     /// numbers and address match nothing that was sent, only its names left. Applied
     /// first, to the text as it was sent.
     Renumber,
+    /// The records alone, each re-set by a gateway's template as a CRM export shows it,
+    /// a line each: `KELLER, Maria | acct ****2215 | posteo.de` (the family name first
+    /// in capitals, the account cut to its last four digits, the e-mail to its
+    /// domain); the prose around them dropped. Applied first (before `renumber`); a
+    /// text with no record is left as it is. Drawn apart from the other families, so
+    /// that adding it changed no other draw.
+    Template,
 }
 
 impl Family {
@@ -51,6 +58,7 @@ impl Family {
         Family::Interleave,
         Family::Whitespace,
         Family::Renumber,
+        Family::Template,
     ];
 
     fn bit(self) -> u16 {
@@ -111,12 +119,14 @@ impl LeakTransform {
     /// `text` as it leaks, and the families drawn for it.
     pub fn apply(&self, text: &str) -> (String, Vec<Family>) {
         let mut rng = Rng(self.seed ^ fnv(text));
+        let mut apart = Rng(self.seed ^ fnv(text) ^ 0x7E3F_1A2B_5C4D_6E8F);
         let drawn: Vec<Family> = Family::ALL
             .iter()
             .copied()
-            .filter(|f| match self.random {
-                true => rng.below(2) == 1,
-                false => self.families & f.bit() != 0,
+            .filter(|f| match (self.random, f) {
+                (true, Family::Template) => apart.below(2) == 1,
+                (true, _) => rng.below(2) == 1,
+                (false, _) => self.families & f.bit() != 0,
             })
             .collect();
         (transform(text, &drawn, &mut rng), drawn)
@@ -206,12 +216,15 @@ pub(crate) fn fnv(text: &str) -> u64 {
 /// `text` with each of `families` applied, in [`Family::ALL`]'s order.
 pub fn transform(text: &str, families: &[Family], rng: &mut Rng) -> String {
     let mut text = text.to_owned();
+    if families.contains(&Family::Template) {
+        text = template(&text);
+    }
     if families.contains(&Family::Renumber) {
         text = renumber(&text, rng);
     }
     for family in Family::ALL.iter().filter(|f| families.contains(f)) {
         text = match family {
-            Family::Renumber => continue,
+            Family::Renumber | Family::Template => continue,
             Family::Cut => cut(&text, rng),
             Family::Separators => separators(&text, rng),
             Family::DigitWords => digit_words(&text),
@@ -304,6 +317,50 @@ fn cut(text: &str, rng: &mut Rng) -> String {
     }
     let keep = last + rng.below((end - last + 1) as u64) as usize;
     chars[start..keep.max(start)].iter().collect()
+}
+
+/// The records of `text` (`LABEL Given Family, email LOCAL@DOMAIN, account dddd dddd
+/// dddd, ...`) re-set by a template, a line each; `text` itself where it holds none.
+fn template(text: &str) -> String {
+    let mut lines = Vec::new();
+    let mut at = 0;
+    while let Some(found) = text[at..].find(", email ") {
+        let start = at + found;
+        at = start + ", email ".len();
+        let name: Vec<&str> = text[..start].split_whitespace().rev().take(2).collect();
+        let (Some(family), Some(given)) = (name.first(), name.get(1)) else {
+            continue;
+        };
+        let rest = &text[at..];
+        let Some((email, after)) = rest.split_once(", account ") else {
+            continue;
+        };
+        let Some((_, domain)) = email.split_once('@') else {
+            continue;
+        };
+        let account: String = after.chars().take(14).collect();
+        let last4: String = account
+            .chars()
+            .rev()
+            .take(4)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if last4.len() != 4 || !last4.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let given = given.trim_matches(|c: char| !c.is_alphabetic());
+        lines.push(format!(
+            "{}, {given} | acct ****{last4} | {domain}",
+            family.to_uppercase()
+        ));
+    }
+    if lines.is_empty() {
+        text.to_owned()
+    } else {
+        lines.join("\n")
+    }
 }
 
 fn renumber(text: &str, rng: &mut Rng) -> String {
@@ -471,6 +528,12 @@ mod tests {
             .apply(TEXT)
             .0;
         assert!(!spelled.chars().any(|c| c.is_ascii_digit()), "{spelled}");
+        // The records alone, re-set; prose alone is left as it is.
+        assert_eq!(one(Family::Template), "KELLER, Maria | acct ****2215 | posteo.de");
+        assert_eq!(
+            LeakTransform::of(&[Family::Template], 7).apply("no record here").0,
+            "no record here"
+        );
     }
 
     #[test]

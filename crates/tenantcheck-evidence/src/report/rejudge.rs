@@ -377,12 +377,13 @@ fn reuse(c: &CaseResult, roles: Option<&Roles>, kept: &Kept) -> Result<Judgement
         return Ok(undecided);
     };
     let signs = Signs::of(&first, &answers("fresh")?, answers("warm")?.first());
-    // As the case sent them: a's request byte for byte first (new to b), the other
-    // variants, then the paraphrase (new to b).
+    // As the case sent them: a's request byte for byte first and the other variants,
+    // by ids and times (a's request's speed is the timed pairs'), then the paraphrase,
+    // new to b, by one sample's speed too.
     let same = lines(c, roles, "same", kept)?;
     let mut tried: Vec<(Answer, bool, bool)> = Vec::new();
-    for (i, (seq, ex)) in same.iter().enumerate() {
-        tried.extend(Answer::of(*seq, ex).map(|a| (a, false, i == 0)));
+    for (seq, ex) in &same {
+        tried.extend(Answer::of(*seq, ex).map(|a| (a, false, false)));
     }
     tried.extend(answers("paraphrase")?.into_iter().map(|a| (a, true, true)));
     let reused = judge(&signs, &first, &tried);
