@@ -179,6 +179,16 @@ pub enum HarnessError {
         /// Where it pointed.
         location: String,
     },
+    /// A credential of the run stands in a field the report cannot do without (its
+    /// redaction leaves the report unreadable): the key reads like the report's own
+    /// words. Nothing is signed.
+    #[error(
+        "a credential of the run matches the report's own words ({problem}), so the report cannot be redacted and was not signed; fix: use keys that are random past their prefix, as vendors issue them"
+    )]
+    CredentialInReport {
+        /// Where the redacted report stopped reading.
+        problem: String,
+    },
     /// The previous report (`--previous`) cannot be read as a report envelope.
     #[error("--previous {}: {problem}; fix: name the report.dsse.json of an earlier run", path.display())]
     Previous {
@@ -322,7 +332,7 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         ran: &ran,
         ending: events.endings.take(),
     });
-    let report = redact_report(&report, &redactor);
+    let report = redact_report(&report, &redactor)?;
     let envelope_path = write_report(&report, &signer, &run_dir, &transcript_path)?;
     if let Some(sim) = sim {
         let _ = runtime.block_on(sim.shutdown());
@@ -1050,12 +1060,15 @@ fn tool_bug(panic: &Box<dyn std::any::Any + Send>) -> Outcome {
     }
 }
 
-/// A report with every secret the run knows removed from every string in it.
-fn redact_report(report: &Report, redactor: &Redactor) -> Report {
+/// A report with every secret the run knows removed from every string in it; an error
+/// where that leaves it unreadable (a key that reads like the report's own words).
+fn redact_report(report: &Report, redactor: &Redactor) -> Result<Report, HarnessError> {
     let json = serde_json::to_string(report).expect("reports serialise");
     match redactor.redact_json_text(&json) {
-        std::borrow::Cow::Borrowed(_) => report.clone(),
-        std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).expect("redaction keeps JSON valid"),
+        std::borrow::Cow::Borrowed(_) => Ok(report.clone()),
+        std::borrow::Cow::Owned(clean) => {
+            serde_json::from_str(&clean).map_err(|e| HarnessError::CredentialInReport { problem: e.to_string() })
+        }
     }
 }
 
