@@ -197,6 +197,11 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
     let mut chances: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let marks = [secret.marks("a"), secret.marks("b")];
     let b_names: std::collections::HashSet<String> = marks[1].words.iter().flat_map(|w| canonical(w)).collect();
+    // The records of both prompts, for the holders a template's re-set records name.
+    let canaries: Vec<tenantcheck::canary::Canary> = (0..6)
+        .flat_map(|i| [secret.canary("a", "prop", 10 + i), secret.canary("b", "prop", 20 + i)])
+        .collect();
+    let mut sighted = (0u32, 0u32);
     for seed in 0..seeds() {
         let mut passages = Passages::new(&["a".into(), "b".into()]).with_marks(&marks);
         let said = |x: &str| answer(request(x), "Noted, thank you.", 0);
@@ -229,6 +234,13 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
             "seed {seed}: {run} words of b's kept ({families:?}, place {}), not found: {leak:?}",
             seed % PLACES
         );
+        // Records re-set by a template: their holders are sighted by name (what the
+        // ledger does for every answer), never as a's own, whatever else was drawn.
+        if families.contains(&Family::Template) {
+            let found = tenantcheck::holder::sightings(&canaries, "a", &leak);
+            assert!(found.iter().all(|s| s.canary.owner == "b"), "seed {seed}: {found:?}");
+            sighted = (sighted.0 + u32::from(!found.is_empty()), sighted.1 + 1);
+        }
         let caught = u32::from(hit.is_some());
         let e = by_kept.entry(run / 5 * 5).or_default();
         (e.0, e.1) = (e.0 + caught, e.1 + 1);
@@ -241,6 +253,7 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
     }
     println!("caught / drawn, by words kept in a row: {by_kept:?}");
     println!("caught / drawn below {KEPT} words kept, by family drawn: {by_family:?}");
+    println!("records re-set by a template, their holders sighted / drawn: {sighted:?}");
     let stated: BTreeMap<usize, String> = chances
         .into_iter()
         .map(|(kept, mut c)| {
