@@ -289,6 +289,15 @@ pub fn validate(profile: &VendorProfile, origin: &Path) -> Result<(), ProfileErr
             "allow at least 1 request in flight",
         ));
     }
+    if let Some(agent) = &profile.user_agent
+        && reqwest::header::HeaderValue::from_str(agent).is_err()
+    {
+        return Err(invalid(
+            "user_agent",
+            format!("is {agent:?}"),
+            "give a header value of visible ASCII and spaces, as a client sends it",
+        ));
+    }
     if let Some(fleet) = &profile.fleet {
         for (field, name) in [
             ("fleet.node_header", &fleet.node_header),

@@ -48,12 +48,10 @@ impl AnthropicMessages {
         })
     }
 
-    /// Keeps the profile's node header and sends its affinity header (see
-    /// `Http::fleet`).
-    pub fn with_fleet(mut self, fleet: Option<&crate::vendor::FleetSpec>) -> Self {
-        if let Some(fleet) = fleet {
-            self.http.fleet(fleet);
-        }
+    /// Takes from the profile what every request sends (an affinity header, the
+    /// `User-Agent`).
+    pub fn with_profile(mut self, profile: &crate::vendor::VendorProfile) -> Self {
+        self.http.configure(profile);
         self
     }
 

@@ -49,6 +49,9 @@ pub(super) struct Http {
     fixed: Vec<(&'static str, &'static str)>,
     /// The request header that pins a request to a node (`fleet.affinity_header`).
     affinity_header: Option<String>,
+    /// The `User-Agent` every request carries (the profile's `user_agent`); none: no
+    /// `User-Agent` at all, never one that names tenantcheck.
+    user_agent: Option<reqwest::header::HeaderValue>,
 }
 
 impl Http {
@@ -68,7 +71,6 @@ impl Http {
             .timeout(limits.timeout)
             // A redirect could take the credential, or the judgement, to another host.
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("tenantcheck/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| TransportError {
                 kind: TransportErrorKind::Request,
@@ -81,13 +83,23 @@ impl Http {
             auth,
             fixed,
             affinity_header: None,
+            user_agent: None,
         })
     }
 
-    /// Sends the profile's affinity header with the requests that carry an affinity
-    /// value (the node header needs nothing: every response header is kept).
-    pub fn fleet(&mut self, fleet: &crate::vendor::FleetSpec) {
-        self.affinity_header = fleet.affinity_header.as_ref().map(|h| h.to_ascii_lowercase());
+    /// Takes from the profile what every request sends: the affinity header with the
+    /// requests that carry an affinity value (the node header needs nothing: every
+    /// response header is kept), and the `User-Agent`.
+    pub fn configure(&mut self, profile: &crate::vendor::VendorProfile) {
+        self.affinity_header = profile
+            .fleet
+            .as_ref()
+            .and_then(|f| f.affinity_header.as_ref())
+            .map(|h| h.to_ascii_lowercase());
+        self.user_agent = profile
+            .user_agent
+            .as_deref()
+            .and_then(|a| reqwest::header::HeaderValue::from_str(a).ok());
     }
 
     /// The headers a chat request sends besides the credential: its affinity value
@@ -188,6 +200,9 @@ impl Http {
         }
         for (name, value) in &self.fixed {
             builder = builder.header(*name, *value);
+        }
+        if let Some(agent) = &self.user_agent {
+            builder = builder.header(reqwest::header::USER_AGENT, agent.clone());
         }
         let response = match builder.send().await {
             Ok(r) => r,

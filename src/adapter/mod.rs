@@ -256,15 +256,15 @@ pub fn provider(profile: &VendorProfile) -> Result<std::sync::Arc<dyn Provider>,
         max_response_bytes: profile.max_response_bytes,
     };
     Ok(match profile.adapter {
-        AdapterKind::OpenaiChat => std::sync::Arc::new(
-            OpenAiChat::new(profile.base_url(), &profile.model, limits)?.with_fleet(profile.fleet.as_ref()),
-        ),
+        AdapterKind::OpenaiChat => {
+            std::sync::Arc::new(OpenAiChat::new(profile.base_url(), &profile.model, limits)?.with_profile(profile))
+        }
         AdapterKind::Anthropic => std::sync::Arc::new(
-            AnthropicMessages::new(profile.base_url(), &profile.model, limits)?.with_fleet(profile.fleet.as_ref()),
+            AnthropicMessages::new(profile.base_url(), &profile.model, limits)?.with_profile(profile),
         ),
-        AdapterKind::WorkersAi => std::sync::Arc::new(
-            WorkersAi::new(profile.base_url(), &profile.model, limits)?.with_fleet(profile.fleet.as_ref()),
-        ),
+        AdapterKind::WorkersAi => {
+            std::sync::Arc::new(WorkersAi::new(profile.base_url(), &profile.model, limits)?.with_profile(profile))
+        }
         AdapterKind::Command => std::sync::Arc::new(CommandAdapter::new(profile.command.clone(), timeout)),
     })
 }

@@ -600,3 +600,67 @@ fn no_adapter_follows_a_redirect_or_takes_a_credential_off_the_vendors_origin() 
     let got = elsewhere.requests();
     assert!(got.is_empty(), "requests reached the other origin: {got:?}");
 }
+
+/// What a listener on 127.0.0.1 saw of one chat request's headers (lowercase names),
+/// sent by an OpenAI-chat client built from a profile with `user_agent`.
+async fn headers_sent(user_agent: Option<&str>) -> Vec<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        let body = r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}"#;
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        socket.write_all(answer.as_bytes()).await.unwrap();
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let mut text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:8080/v1", &url);
+    if let Some(agent) = user_agent {
+        text = format!("user_agent = {agent:?}\n{text}");
+    }
+    let profile = tenantcheck::vendor::from_toml(&text, std::path::Path::new("ua.toml")).unwrap();
+    let client = tenantcheck::adapter::provider(&profile).unwrap();
+    let ex = client
+        .chat(&Secret::new("ua-test-key-0123456789"), &ChatRequest::user("hi", 4))
+        .await;
+    assert_eq!(ex.status, Some(200), "{ex:?}");
+    let raw = server.await.unwrap();
+    raw.lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect()
+}
+
+/// Nothing a request carries names tenantcheck: by default no `User-Agent` at all, and
+/// the profile's `user_agent` (what the buyer's own clients send) where it gives one.
+#[tokio::test]
+async fn requests_carry_the_profiles_user_agent_and_never_name_the_tool() {
+    let plain = headers_sent(None).await;
+    assert!(!plain.iter().any(|(n, _)| n == "user-agent"), "{plain:?}");
+    let set = headers_sent(Some("OpenAI/Python 1.109.1")).await;
+    assert!(
+        set.contains(&("user-agent".to_owned(), "OpenAI/Python 1.109.1".to_owned())),
+        "{set:?}"
+    );
+    for (name, value) in plain.iter().chain(&set) {
+        assert!(
+            !name.contains("tenantcheck") && !value.to_lowercase().contains("tenantcheck"),
+            "{name}: {value}"
+        );
+    }
+}

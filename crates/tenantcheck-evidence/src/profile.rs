@@ -96,6 +96,12 @@ pub struct VendorProfile {
     /// `None`: the suite treats the vendor as one node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetSpec>,
+    /// The `User-Agent` every request carries: what the buyer's own clients send
+    /// (`OpenAI/Python 1.109.1`, say), so that the test's requests look like its
+    /// workload's. Default: no `User-Agent` at all. tenantcheck never names itself to a
+    /// vendor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
 }
 
 /// The profile's `[fleet]`: where the vendor names the node that served a request,
