@@ -216,7 +216,22 @@ pub async fn response_reuse(p: &ResponseReuseParams, ctx: Context<'_>) -> Result
         builder.build(p.prompt_tokens, &text(owner), "", &[], ""),
         reference(owner)
     );
-    let user_of = |who: &str| format!("tc-{:012x}", secret.seed("response-reuse.user", who, 0) >> 16);
+    // A user id shaped as applications send them (a UUID), drawn per run: no fixed
+    // marker of the tool's.
+    let user_of = |who: &str| {
+        let (hi, lo) = (
+            secret.seed("response-reuse.user", who, 0),
+            secret.seed("response-reuse.user", who, 1),
+        );
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            hi >> 32,
+            (hi >> 16) & 0xffff,
+            hi & 0xfff,
+            0x8000 | (lo >> 48) & 0x3fff,
+            lo & 0xffff_ffff_ffff
+        )
+    };
     let request = ChatRequest {
         user: Some(user_of(owner)),
         ..ChatRequest::user(prompt(owner), p.max_tokens)

@@ -431,6 +431,11 @@ fn a_cache_that_renames_its_hits_fails_by_the_timed_pairs_and_verify_replays_the
             .unwrap()
             .outcome;
         o.findings.retain(|f| !f.message.contains("timed pairs"));
+        // A careful liar: the case passed where nothing else fails it.
+        if o.findings.is_empty() {
+            o.verdict = Verdict::Pass;
+        }
+        r.tally();
     })
     .unwrap_err();
     assert!(err.contains("findings of ResponseReused"), "{err}");
