@@ -1112,6 +1112,16 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
     }
     for (case, (requests, tokens)) in &by_case {
         let row = &rows[case];
+        if *case == "cache.response-reuse" {
+            // Its timed pairs stop when their sign test decides, which depends on the
+            // timing noise of the moment: between one pair and its ceiling (ten
+            // requests and four a pair, 24 pairs).
+            assert!(
+                (14..=10 + 4 * 24).contains(&(*requests as u64)),
+                "{case}: {requests} requests\n{plan}"
+            );
+            continue;
+        }
         if *case == "cache.cross-tenant-timing" {
             // It stops when its sequential test decides, which depends on the timing
             // noise of the moment: the plan gives its ceiling.
