@@ -207,7 +207,14 @@ fn another_tenants_text_in_any_form_and_field_is_named_as_theirs() {
         let said = |x: &str| answer(request(x), "Noted, thank you.", 0);
         assert_eq!(passages.judge(1, "a", &said(&a_text)).text, None);
         assert_eq!(passages.judge(2, "b", &said(&b_text)).text, None);
-        let (leak, families) = LeakTransform::random(seed).apply(&b_text);
+        // Every other draw re-set by a template first (never drawn by `random`).
+        let (leak, mut families) = match seed % 2 {
+            0 => LeakTransform::random(seed).apply(&b_text),
+            _ => LeakTransform::random(seed).apply(&LeakTransform::of(&[Family::Template], seed).apply(&b_text).0),
+        };
+        if seed % 2 == 1 {
+            families.push(Family::Template);
+        }
         let kept = kept_run(&canonical(&leak), &b_words, &b_shared);
         // In a header or a stream's comments a stretch names its owner by a distinctive
         // word alone: there, a run counts as long when it holds one of b's names.

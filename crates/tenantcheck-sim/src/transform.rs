@@ -40,8 +40,9 @@ pub enum Family {
     /// a line each: `KELLER, Maria | acct ****2215 | posteo.de` (the family name first
     /// in capitals, the account cut to its last four digits, the e-mail to its
     /// domain); the prose around them dropped. Applied first (before `renumber`); a
-    /// text with no record is left as it is. Drawn apart from the other families, so
-    /// that adding it changed no other draw.
+    /// text with no record is left as it is. A gateway's re-setting of what it passes
+    /// on, not a decode's garbling: never drawn by `random`, only when named (and
+    /// `random` draws the others as it did before it).
     Template,
 }
 
@@ -119,12 +120,12 @@ impl LeakTransform {
     /// `text` as it leaks, and the families drawn for it.
     pub fn apply(&self, text: &str) -> (String, Vec<Family>) {
         let mut rng = Rng(self.seed ^ fnv(text));
-        let mut apart = Rng(self.seed ^ fnv(text) ^ 0x7E3F_1A2B_5C4D_6E8F);
         let drawn: Vec<Family> = Family::ALL
             .iter()
             .copied()
             .filter(|f| match (self.random, f) {
-                (true, Family::Template) => apart.below(2) == 1,
+                // A gateway's re-setting, not a decode's garbling: only when named.
+                (true, Family::Template) => false,
                 (true, _) => rng.below(2) == 1,
                 (false, _) => self.families & f.bit() != 0,
             })
