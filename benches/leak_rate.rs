@@ -14,8 +14,6 @@
 //! `docs/benchmarks.md` has the figures.
 
 mod common;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 
 /// What one run's verified report says.
 struct Seen {
@@ -23,50 +21,18 @@ struct Seen {
     bound: Option<f64>,
 }
 
-fn one(bin: &str, fault: &str, rate: f64, seed: u64, dir: &std::path::Path, suite: &std::path::Path) -> Seen {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).expect("a work folder");
-    let mut sim = Command::new(bin)
-        .args(["sim", "--listen", "127.0.0.1:0", "--fault", fault])
-        .args(["--leak-rate", &rate.to_string(), "--leak-seed", &seed.to_string()])
-        .env("TENANTCHECK_KEY_A", "bench-key-a")
-        .env("TENANTCHECK_KEY_B", "bench-key-b")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the reference vendor starts");
-    let mut url = String::new();
-    let mut lines = BufReader::new(sim.stdout.take().expect("its stdout")).lines();
-    while url.is_empty() {
-        let line = lines.next().expect("the vendor prints its address").expect("a line");
-        if let Some(at) = line.find("http://127.0.0.1:") {
-            url = line[at..].split_whitespace().next().unwrap_or_default().to_owned();
-        }
-    }
-    let profile = std::fs::read_to_string("vendors/sim.toml")
-        .expect("vendors/sim.toml")
-        .replace(
-            "http://127.0.0.1:8080",
-            url.trim_end_matches("/v1").trim_end_matches('/'),
-        );
-    let profile_path = dir.join("profile.toml");
-    std::fs::write(&profile_path, profile).expect("the profile is written");
-    let out = dir.join("run");
-    let status = Command::new(bin)
-        .arg("run")
-        .arg("--vendor")
-        .arg(&profile_path)
-        .arg("--suite")
-        .arg(suite)
-        .arg("--out")
-        .arg(&out)
-        .arg("--quiet")
-        .env("TENANTCHECK_KEY_A", "bench-key-a")
-        .env("TENANTCHECK_KEY_B", "bench-key-b")
-        .output()
-        .expect("tenantcheck runs");
-    let _ = sim.kill();
-    let _ = sim.wait();
+fn one(fault: &str, rate: f64, seed: u64, dir: &std::path::Path, suite: &std::path::Path) -> Seen {
+    let sim_flags: Vec<String> = [
+        "--fault",
+        fault,
+        "--leak-rate",
+        &rate.to_string(),
+        "--leak-seed",
+        &seed.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let (status, out) = common::against_sim(&sim_flags, None, &["--suite".as_ref(), suite.as_os_str()], dir);
     let (verified, _) = common::verified(&out, &status);
     let case = verified
         .report()
@@ -114,7 +80,6 @@ fn main() {
         .map(|r| r.parse().expect("--rates takes chances"))
         .collect();
     let share: f64 = opt("--ask-share", "0.9").parse().expect("--ask-share takes a share");
-    let bin = env!("CARGO_BIN_EXE_tenantcheck");
     let work = std::env::temp_dir().join(format!("tenantcheck-leak-rate-{}", std::process::id()));
     // The built-in isolation case, asking for a bound of `share` times `rate`.
     let case = std::fs::read_to_string("suite/isolation/canary-residue.toml").expect("the built-in case");
@@ -137,7 +102,7 @@ fn main() {
         let suite = suite_for(i, rate);
         let seen = common::in_parallel(runs, jobs, |run| {
             let seed = (i * 1_000_000 + run) as u64;
-            let s = one(bin, &fault, rate, seed, &work.join(format!("run-{i}-{run}")), &suite);
+            let s = one(&fault, rate, seed, &work.join(format!("run-{i}-{run}")), &suite);
             eprintln!("R {rate} run {}: {} {:?}", run + 1, s.verdict, s.bound);
             s
         });

@@ -32,6 +32,7 @@ pub mod jitter;
 pub mod kv;
 pub mod model;
 pub mod prefix;
+pub mod recogniser;
 pub mod responses;
 pub mod scheduler;
 mod server;
