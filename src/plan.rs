@@ -183,22 +183,34 @@ fn print_bounds(
         )?;
         writeln!(
             out,
-            "{:>10} {:>10} {:>8} {:>14} {:>8} {:>10}",
-            "leak rate", "exposures", "pairs", "prompt tokens", "contexts", "USD"
+            "{:>10} {:>10} {:>8} {:>14} {:>8} {:>10} {:>7} {:>6} {:>6}",
+            "leak rate", "exposures", "pairs", "prompt tokens", "contexts", "USD", "suite", "floor", "ratio"
         )?;
+        let contexts = |tokens: u64| tokens as f64 / profile.context_window.max(1) as f64;
+        // The whole plan, vendor counted, with the asked bound's pairs swapped for each
+        // bound's own.
+        let asked = bound_prices(&p, profile, &[p.max_leak_rate])
+            .first()
+            .map_or(0.0, |b| contexts(b.prompt_tokens));
+        let planned = contexts(total(rows, false).counted_prompt_tokens) - asked;
         for b in bound_prices(&p, profile, BOUNDS) {
             let usd = profile.prices.as_ref().map_or("-".to_owned(), |c| {
                 format!("{:.2}", c.cost(b.prompt_tokens, b.pairs * 2 * u64::from(p.max_tokens)))
             });
+            let suite = planned + contexts(b.prompt_tokens);
+            let floor = floor_contexts(b.exposures);
             writeln!(
                 out,
-                "{:>9.0}% {:>10} {:>8} {:>14} {:>8.2} {:>10}{}",
+                "{:>9.0}% {:>10} {:>8} {:>14} {:>8.2} {:>10} {:>7.2} {:>6.0} {:>6.2}{}",
                 100.0 * b.rate,
                 b.exposures,
                 b.pairs,
                 grouped(b.prompt_tokens),
-                b.prompt_tokens as f64 / profile.context_window.max(1) as f64,
+                contexts(b.prompt_tokens),
                 usd,
+                suite,
+                floor,
+                suite / floor,
                 if b.within {
                     String::new()
                 } else {
@@ -206,8 +218,19 @@ fn print_bounds(
                 }
             )?;
         }
+        writeln!(
+            out,
+            "suite: the whole plan in contexts as the vendor counts them, asking for that bound; floor: what any run that states the bound must send, its exposures at the top, each a full context (a prompt refused past the context is billed as the vendor reports it: the reference vendor reports none); ratio: suite / floor"
+        )?;
     }
     Ok(())
+}
+
+/// The fewest contexts a run that states a leak-rate bound needs: its `exposures` at
+/// the top of the context, each a whole context read back (the statistics' part, which
+/// no arrangement of the cases saves).
+fn floor_contexts(exposures: u64) -> f64 {
+    exposures as f64
 }
 
 /// `requests` requests like the average one `sent`, each with `max_tokens`.

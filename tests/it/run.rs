@@ -1035,6 +1035,29 @@ fn the_plan_sends_nothing_and_foretells_what_a_run_sends() {
             .find(|l| l.contains("at most (it stops"))
             .expect("the timing case's ceiling"),
     );
+    // Each leak-rate bound with the whole plan asking for it, its floor (its exposures
+    // at the top, a context each) and the ratio; at the bound the suite asks for (50%),
+    // the whole plan is the plan's total.
+    let total_contexts = *figures(plan.lines().find(|l| l.starts_with("total ")).expect("a total"))
+        .last()
+        .expect("the total's contexts");
+    let bounds: Vec<(&str, Vec<f64>)> = plan
+        .lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.ends_with('%')))
+        .map(|l| (l.split_whitespace().next().unwrap(), figures(l)))
+        .collect();
+    assert_eq!(bounds.len(), 5, "{plan}");
+    for (rate, f) in &bounds {
+        let (exposures, suite, floor, ratio) = (f[0], f[4], f[5], f[6]);
+        assert_eq!(floor, exposures, "{rate}: {f:?}");
+        assert!((ratio - suite / floor).abs() < 0.01, "{rate}: {f:?}");
+        if *rate == "50%" {
+            assert!(
+                (suite - total_contexts).abs() < 0.02,
+                "{rate}: {f:?}, total {total_contexts}\n{plan}"
+            );
+        }
+    }
 
     let run_dir = tmp.path().join("run");
     let (_, stdout, stderr) = output(tenantcheck().args(["run", "--out"]).arg(&run_dir));
