@@ -1,14 +1,15 @@
 //! Benchmark: how much of a run a vendor that wants to recognise the suite recognises,
 //! and how much of its customers' traffic it would take for the suite by mistake.
 //!
-//! `cargo bench --bench recognise -- [--context TOKENS] [--train N] [--fresh M]`
+//! `cargo bench --bench recognise -- [--context TOKENS] [--train N] [--fresh M] [--by-case]`
 //! runs the default suite against the reference vendor (`sim --context TOKENS`, default
 //! 32768) N + M times (defaults 2 and 1), each with a secret of its own, teaches
 //! [`Recogniser`] the requests of the first N (and half of a reference workload, the
 //! vendor's own customers), and scores the requests of the other M and the other half
 //! of the workload: every request, and the prompts of a tenth of the context or longer
 //! (the ones that matter: a defeat device needs to spot only those to serve them from
-//! a clean pool). `docs/benchmarks.md` has the figures.
+//! a clean pool); with `--by-case`, each case's requests of the fresh runs too.
+//! `docs/benchmarks.md` has the figures.
 //!
 //! The reference workload is prompts the suite did not generate:
 //! `benches/workload/prompts.jsonl` (short requests of many kinds, with the parameters
@@ -59,8 +60,12 @@ fn main() {
 
     let mut runs = common::in_parallel(train + fresh, 2, |i| (i, one_run(context, &work.join(i.to_string()))));
     runs.sort_by_key(|(i, _)| *i);
-    let mut runs: Vec<Vec<Request>> = runs.into_iter().map(|(_, r)| r).collect();
-    let fresh_runs = runs.split_off(train);
+    let mut runs: Vec<Vec<(String, Request)>> = runs.into_iter().map(|(_, r)| r).collect();
+    let fresh_runs: Vec<(String, Request)> = runs.split_off(train).into_iter().flatten().collect();
+    let runs: Vec<Vec<Request>> = runs
+        .into_iter()
+        .map(|run| run.into_iter().map(|(_, r)| r).collect())
+        .collect();
 
     let workload = workload(context);
     let (known, unseen): (Vec<_>, Vec<_>) = workload.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
@@ -81,9 +86,22 @@ fn main() {
     println!();
     println!("| requests | all: recognised | long: recognised | by phrase | by parameters | by length |");
     println!("| --- | --- | --- | --- | --- | --- |");
-    let fresh_all: Vec<Request> = fresh_runs.into_iter().flatten().collect();
+    let fresh_all: Vec<Request> = fresh_runs.iter().map(|(_, r)| r.clone()).collect();
     row(&format!("{fresh} fresh run(s)"), &recogniser, &fresh_all, long_chars);
     row("workload (the half not taught)", &recogniser, &unseen, long_chars);
+    if args.iter().any(|a| a == "--by-case") {
+        let mut cases: Vec<&str> = fresh_runs.iter().map(|(c, _)| c.as_str()).collect();
+        cases.sort_unstable();
+        cases.dedup();
+        for case in cases {
+            let of_case: Vec<Request> = fresh_runs
+                .iter()
+                .filter(|(c, _)| c == case)
+                .map(|(_, r)| r.clone())
+                .collect();
+            row(case, &recogniser, &of_case, long_chars);
+        }
+    }
 }
 
 /// Prints one table row: how many of `requests` are recognised, all and long ones.
@@ -128,18 +146,19 @@ fn row(label: &str, r: &Recogniser, requests: &[Request], long_chars: usize) {
 
 /// The requests of one run of the default suite against the reference vendor at
 /// `context` tokens, each run with a secret of its own.
-fn one_run(context: u64, dir: &Path) -> Vec<Request> {
+fn one_run(context: u64, dir: &Path) -> Vec<(String, Request)> {
     let (status, out) = common::against_sim(&["--context".into(), context.to_string()], Some(context), &[], dir);
     let (_, transcript) = common::verified(&out, &status);
     let mut requests = Vec::new();
     for line in tenantcheck_evidence::transcript::lines(&transcript) {
-        if let tenantcheck_evidence::transcript::Line::Exchange { exchange, .. } =
+        if let tenantcheck_evidence::transcript::Line::Exchange { exchange, case, .. } =
             line.expect("a transcript line reads")
         {
-            requests.push(Request {
+            let request = Request {
                 path: path_of(&exchange.request.url),
                 body: exchange.request.body.clone().unwrap_or_default(),
-            });
+            };
+            requests.push((case, request));
         }
     }
     requests
