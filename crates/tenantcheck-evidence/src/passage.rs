@@ -13,7 +13,8 @@
 //!
 //! The unit is [`RUN`] sentences in a row, each of at least [`MIN_WORDS`] words, with
 //! runs of whitespace folded to one space. The run's filler draws each sentence from
-//! 24^4 patterns, so three of them in a row recur by chance about once in 3.6e16: a
+//! at least a thousand patterns beside a pair of names (of 552 a tenant's), so three of
+//! them in a row recur by chance less than once in 1e20: a
 //! model that writes prose in the style of its prompt does not hit another prompt's
 //! three in a row, and one that copies its own prompt is excused by the rule that the
 //! passage is in no text of the request it answers.

@@ -7,11 +7,14 @@
 //! one), keeping the ratio within what real tokenizers give, so that a vendor that
 //! misreports usage cannot blow prompts up.
 //!
-//! The filler is English prose drawn from sentence patterns by a PRNG seeded per
-//! prompt (no fixed marker a vendor could filter, no single repeated word). A tenant's
-//! filler is *marked* ([`Filler`]): every sentence names two of the tenant's invented
-//! names ([`crate::canary::Marks`]), so any 200 characters of it hold at least two, and
-//! a stretch of it returned to another tenant is recognised as that tenant's prose. A prompt is
+//! The filler is English prose drawn from sentence templates by a PRNG seeded per
+//! prompt (no fixed marker a vendor could filter, no single repeated word). Every
+//! sentence names two people, and no six words in a row go without a name
+//! ([`MAX_UNNAMED`]): a vendor that learns the phrases of earlier runs meets none of
+//! them again. A tenant's filler is *marked* ([`Filler`]): its names are the tenant's
+//! invented names ([`crate::canary::Marks`]), drawn per run, so any 200 characters of it
+//! hold at least two, and a stretch of it returned to another tenant is recognised as
+//! that tenant's prose; unmarked prose names people drawn per prompt. A prompt is
 //! written once into one `String` of the right capacity; a 1,048,576-token prompt takes
 //! a few tens of milliseconds (see `benches/prompt.rs`).
 
@@ -148,18 +151,46 @@ pub(crate) fn write(total: usize, filler: &Filler, head: &str, placed: &[Placed]
     out
 }
 
-/// English sentences from patterns, driven by splitmix64.
+/// English sentences from templates, driven by splitmix64.
+///
+/// Every sentence names two people: the tenant's invented names
+/// ([`crate::canary::Marks`]) where the filler is a tenant's, else names drawn for the
+/// prompt from [`PLAIN_FIRST`] and [`PLAIN_SECOND`]. The templates are built so that
+/// no more than [`MAX_UNNAMED`] words ever stand between two names, across sentences
+/// too: every six words of the filler hold a name. A vendor that learns phrases from
+/// earlier runs therefore learns none it meets again (a tenant's names are drawn per
+/// run, a plain prompt's per prompt), and a stretch of a tenant's prose returned to
+/// another holds the owner's names.
 struct Prose<'a> {
     state: u64,
     marks: &'a [String],
+    /// The names of unmarked prose, drawn for this prompt.
+    plain: Vec<String>,
 }
+
+/// The most words a sentence of [`Prose`] puts between two names (counted as a
+/// vendor splits words: at every character that is not a letter or a digit).
+pub const MAX_UNNAMED: usize = 5;
+
+/// Names of unmarked prose drawn for one prompt.
+const PLAIN_NAMES: usize = 24;
 
 impl<'a> Prose<'a> {
     fn new(filler: &'a Filler) -> Self {
-        Prose {
+        let mut prose = Prose {
             state: filler.seed,
             marks: &filler.marks,
+            plain: Vec::new(),
+        };
+        if filler.marks.is_empty() {
+            while prose.plain.len() < PLAIN_NAMES {
+                let name = format!("{}{}", prose.pick(PLAIN_FIRST), prose.pick(PLAIN_SECOND));
+                if !prose.plain.contains(&name) {
+                    prose.plain.push(name);
+                }
+            }
         }
+        prose
     }
 
     fn next(&mut self) -> u64 {
@@ -174,172 +205,182 @@ impl<'a> Prose<'a> {
         list[(self.next() % list.len() as u64) as usize]
     }
 
-    fn sentence(&mut self, out: &mut String) {
-        let subject = self.pick(SUBJECTS);
-        let verb = self.pick(VERBS);
-        let object = self.pick(OBJECTS);
-        let tail = self.pick(ADVERBIALS);
-        out.push_str(subject);
-        out.push(' ');
-        if !self.marks.is_empty() {
-            // Two distinct names: one where the subject works, one who reported it.
-            let first = (self.next() % self.marks.len() as u64) as usize;
-            let step = 1 + (self.next() % (self.marks.len() as u64 - 1).max(1)) as usize;
-            let second = (first + step) % self.marks.len();
-            let place = self.pick(PLACES);
-            out.push_str(place);
-            out.push(' ');
-            out.push_str(&self.marks[first]);
-            out.push(' ');
-            let (before, after) = self.pick(REPORTED).split_once('@').expect("one @");
-            out.push_str(verb);
-            out.push(' ');
-            out.push_str(object);
-            out.push(' ');
-            out.push_str(tail);
-            out.push_str(before);
-            out.push_str(&self.marks[second]);
-            out.push_str(after);
-            out.push_str(". ");
-            return;
+    /// Two distinct names.
+    fn names(&mut self) -> (String, String) {
+        let len = if self.marks.is_empty() { self.plain.len() } else { self.marks.len() } as u64;
+        let first = (self.next() % len) as usize;
+        let step = 1 + (self.next() % (len - 1).max(1)) as usize;
+        let second = (first + step) % len as usize;
+        let names: &[String] = if self.marks.is_empty() { &self.plain } else { self.marks };
+        (names[first].clone(), names[second].clone())
+    }
+
+    /// What a template's slot stands for.
+    fn slot(&mut self, slot: char, out: &mut String) {
+        match slot {
+            'V' => out.push_str(self.pick(VERBS)),
+            'O' => {
+                out.push_str(self.pick(DETERMINERS));
+                out.push(' ');
+                out.push_str(self.pick(NOUNS));
+            }
+            'P' => {
+                out.push_str(self.pick(QUANTITIES));
+                out.push(' ');
+                out.push_str(self.pick(PLURALS));
+            }
+            'W' => out.push_str(self.pick(WHEN)),
+            'G' => out.push_str(self.pick(GROUPS)),
+            'R' => out.push_str(self.pick(REPORTING)),
+            other => unreachable!("a template slot {other}"),
         }
-        out.push_str(verb);
+    }
+
+    fn sentence(&mut self, out: &mut String) {
+        let template = self.pick(TEMPLATES);
+        let (first, second) = self.names();
+        let mut names = [first, second].into_iter();
+        let mut chars = template.chars().peekable();
+        let mut at_start = true;
+        while let Some(c) = chars.next() {
+            if c == '{' {
+                let slot = chars.next().expect("a slot");
+                assert_eq!(chars.next(), Some('}'), "a slot is one letter");
+                let start = out.len();
+                if slot == 'N' {
+                    out.push_str(&names.next().expect("two names a template"));
+                } else {
+                    self.slot(slot, out);
+                }
+                if at_start {
+                    // A sentence opens with a capital.
+                    let first = out[start..].chars().next().map(|c| c.to_ascii_uppercase());
+                    if let Some(upper) = first {
+                        out.replace_range(start..start + 1, &upper.to_string());
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+            at_start = false;
+        }
         out.push(' ');
-        out.push_str(object);
-        out.push(' ');
-        out.push_str(tail);
-        out.push_str(". ");
     }
 }
 
-/// The words every tenant's filler shares: the sentence patterns, without the names
-/// that mark a tenant's prose. A stretch of them alone is nobody's
+/// The words every filler shares: the templates and the lists their slots are drawn
+/// from, without the names. A stretch of them alone is nobody's
 /// ([`crate::provenance`]).
 pub fn shared_wording() -> impl Iterator<Item = &'static str> {
-    [PLACES, REPORTED, SUBJECTS, VERBS, OBJECTS, ADVERBIALS]
-        .into_iter()
-        .flatten()
-        .copied()
+    [
+        TEMPLATES,
+        VERBS,
+        DETERMINERS,
+        NOUNS,
+        QUANTITIES,
+        PLURALS,
+        WHEN,
+        GROUPS,
+        REPORTING,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
 }
 
-/// How a marked sentence says where its subject is.
-const PLACES: &[&str] = &["at", "in", "of", "from"];
-
-/// How a marked sentence names who reported it (`@` stands for the name).
-const REPORTED: &[&str] = &[
-    ", as @ noted",
-    ", according to @",
-    ", @ said",
-    " with help from @",
-    " for @",
-];
-
-const SUBJECTS: &[&str] = &[
-    "The committee",
-    "Our supplier",
-    "The night shift",
-    "A new intern",
-    "The regional office",
-    "The auditor",
-    "My neighbour",
-    "The warehouse team",
-    "The finance group",
-    "A visiting engineer",
-    "The support desk",
-    "The harbour master",
-    "The school board",
-    "Their landlord",
-    "The project lead",
-    "The bakery on the corner",
-    "The city council",
-    "A delivery driver",
-    "The research group",
-    "The tenants' association",
-    "The museum curator",
-    "Our accountant",
-    "The maintenance crew",
-    "The library",
+/// The sentences: `{N}` a name (two each), `{V}` a verb in the past, `{O}` a
+/// determiner and a noun, `{P}` a quantity and a plural, `{W}` when (at most two
+/// words), `{G}` a group, `{R}` a verb of saying. No template puts more than
+/// [`MAX_UNNAMED`] words between its names, more than three after its second or more
+/// than two before its first, so that none stand more than five apart across
+/// sentences either (a test holds every template to it).
+const TEMPLATES: &[&str] = &[
+    "{N} {V} {O} for {N} {W}.",
+    "{W}, {N} {V} {N} {O}.",
+    "{N} and {N} {V} {P}.",
+    "{N}'s {G} {V} {O}, {N} {R}.",
+    "At {N}, {N} {V} {O}.",
+    "{N} {R} that {N} {V} {O}.",
+    "{N} {V} {O} with {N}.",
+    "{N} asked {N} about {O}.",
+    "{W} {N} {V} {P} from {N}.",
+    "{N} {V} {O} before {N} {R}.",
+    "According to {N}, {N} {V} {O}.",
+    "{N} {V} {P} and told {N}.",
+    "{N} {V} {O} near {N} {W}.",
+    "Then {N} {V} {N} {P}.",
 ];
 
 const VERBS: &[&str] = &[
-    "reviewed",
-    "postponed",
-    "approved",
-    "reorganised",
-    "questioned",
-    "delivered",
-    "painted",
-    "measured",
-    "repaired",
-    "announced",
-    "cancelled",
-    "rescheduled",
-    "catalogued",
-    "inspected",
-    "ordered",
-    "shipped",
-    "summarised",
-    "archived",
-    "translated",
-    "priced",
-    "photographed",
-    "collected",
-    "sorted",
-    "discussed",
+    "reviewed", "postponed", "approved", "reorganised", "questioned", "delivered", "painted", "measured",
+    "repaired", "announced", "cancelled", "rescheduled", "catalogued", "inspected", "ordered", "shipped",
+    "summarised", "archived", "translated", "priced", "photographed", "collected", "sorted", "discussed",
+    "signed", "checked", "returned", "moved", "stored", "counted", "labelled", "cleaned", "replaced", "tested",
+    "booked", "printed", "packed", "copied", "drafted", "filed", "posted", "mended", "weighed", "tidied",
+    "unloaded", "scanned", "renewed", "audited", "updated", "borrowed", "lent", "sold", "bought", "found",
+    "lost", "opened", "closed", "locked", "varnished", "rebuilt", "planned", "costed", "wrapped", "fetched",
 ];
 
-const OBJECTS: &[&str] = &[
-    "the quarterly budget",
-    "the garden benches",
-    "a shipment of lamps",
-    "the old timetable",
-    "the spring catalogue",
-    "the insurance forms",
-    "the bicycle racks",
-    "the parking permits",
-    "a stack of invoices",
-    "the winter menu",
-    "the river survey",
-    "the meeting notes",
-    "the safety manual",
-    "a crate of oranges",
-    "the rental agreement",
-    "the staff rota",
-    "the exhibition labels",
-    "the boiler",
-    "the ferry tickets",
-    "the school trip",
-    "the new signage",
-    "the loading dock",
-    "the visitor book",
-    "the tram schedule",
+const DETERMINERS: &[&str] = &[
+    "the", "a", "our", "their", "his", "her", "one", "that", "this", "every", "another", "each",
 ];
 
-const ADVERBIALS: &[&str] = &[
-    "before the long weekend",
-    "after a short delay",
-    "on Tuesday morning",
-    "without much fuss",
-    "at the end of the month",
-    "despite the rain",
-    "for the third time this year",
-    "in the east wing",
-    "ahead of the inspection",
-    "with some reluctance",
-    "by the old station",
-    "during the lunch break",
-    "as the season changed",
-    "once the paperwork arrived",
-    "near the main entrance",
-    "under a tight deadline",
-    "over the holidays",
-    "in good time",
-    "at the request of the board",
-    "while the lift was out of order",
-    "on the second floor",
-    "before anyone noticed",
-    "after the storm passed",
-    "in the usual way",
+const NOUNS: &[&str] = &[
+    "budget", "bench", "lamp", "timetable", "catalogue", "form", "rack", "permit", "invoice", "menu", "survey",
+    "manual", "crate", "agreement", "rota", "label", "boiler", "ticket", "trip", "sign", "dock", "ledger",
+    "schedule", "report", "contract", "parcel", "pallet", "printer", "van", "ladder", "kettle", "fridge",
+    "projector", "laptop", "desk", "chair", "cabinet", "window", "door", "roof", "fence", "gate", "shed",
+    "garden", "hedge", "pond", "bridge", "road", "map", "plan", "drawing", "photo", "poster", "banner",
+    "letter", "memo", "minute", "agenda", "proposal", "quote", "order", "receipt", "statement", "claim",
+    "licence", "key", "badge", "uniform", "toolbox", "drill", "heater", "radiator", "pump", "valve", "meter",
+    "clock", "bell", "piano", "stage", "tent", "trailer", "boat", "mooring", "bicycle", "scooter", "bus",
+];
+
+const QUANTITIES: &[&str] = &[
+    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "twenty",
+    "thirty", "forty", "fifty", "several", "some", "many", "few",
+];
+
+const PLURALS: &[&str] = &[
+    "boxes", "lamps", "chairs", "invoices", "oranges", "tickets", "forms", "benches", "crates", "keys",
+    "folders", "parcels", "pallets", "posters", "letters", "samples", "tiles", "bricks", "planks", "cables",
+    "batteries", "bulbs", "tables", "curtains", "blankets", "plates", "cups", "kettles", "maps", "books",
+    "files", "receipts", "badges", "uniforms", "tools", "ladders", "buckets", "brushes", "tins", "sacks",
+    "bottles", "jars", "trays", "baskets", "pots", "seeds", "plants", "trees", "fences", "gates",
+];
+
+const WHEN: &[&str] = &[
+    "on Monday", "on Tuesday", "on Wednesday", "on Thursday", "on Friday", "on Saturday", "on Sunday",
+    "last week", "last month", "last year", "this morning", "this evening", "before noon", "after lunch",
+    "at dawn", "at dusk", "by Friday", "next month", "in spring", "in summer", "in autumn", "in winter",
+    "in January", "in March", "in May", "in July", "in September", "in November", "yesterday", "today",
+    "overnight", "again", "twice", "early", "late", "recently", "eventually", "quickly", "carefully", "quietly",
+];
+
+const GROUPS: &[&str] = &[
+    "team", "office", "crew", "desk", "group", "studio", "shop", "family", "kitchen", "workshop", "company",
+    "clinic", "school", "farm", "library", "garage", "bakery", "choir", "council", "committee", "landlord",
+    "accountant", "neighbour", "supplier", "auditor", "driver", "curator", "tenant", "intern", "engineer",
+];
+
+const REPORTING: &[&str] = &[
+    "noted", "said", "confirmed", "reported", "explained", "agreed", "mentioned", "recalled", "insisted",
+    "complained", "wrote", "suggested", "claimed", "admitted", "warned", "added",
+];
+
+/// The first halves of the names of unmarked prose (none of them a syllable of a
+/// tenant's invented names, so that no such name is ever a mark).
+const PLAIN_FIRST: &[&str] = &[
+    "Ab", "Ash", "Bel", "Brook", "Cal", "Carr", "Dun", "Dal", "El", "Fair", "Glen", "Grey", "Har", "Hazel",
+    "Ing", "Ivy", "Kel", "Kings", "Lin", "Long", "Mor", "Mill", "Nor", "New", "Ost", "Oak", "Pen", "Pine",
+    "Ros", "Red", "Stan", "Thorn",
+];
+
+/// The second halves of those names.
+const PLAIN_SECOND: &[&str] = &[
+    "ford", "ley", "wick", "by", "ton", "more", "ham", "dale", "stead", "well", "mouth", "bury", "field",
+    "cliffe", "worth", "gate", "wood", "brook", "hill", "combe", "shaw", "thorpe", "hurst", "den", "holt",
+    "mere", "croft", "lands", "ridge", "bourne", "wyn", "ock",
 ];
 
 // What the builder remembers of its long prompts: each one's recipe, by the digest
@@ -459,6 +500,76 @@ mod tests {
             for start in (0..text.len().saturating_sub(200)).step_by(7) {
                 let whole = at.iter().filter(|&&(s, e)| s >= start && e <= start + 200).count();
                 assert!(whole >= 2, "seed {seed}: {:?}", &text[start..start + 200]);
+            }
+        }
+    }
+
+    /// Whether `word` is a name of unmarked prose.
+    fn plain_name(word: &str) -> bool {
+        PLAIN_FIRST
+            .iter()
+            .any(|f| word.strip_prefix(f).is_some_and(|rest| PLAIN_SECOND.contains(&rest)))
+    }
+
+    #[test]
+    fn no_six_words_of_filler_go_without_a_name() {
+        // As a vendor learning phrases splits words: at anything but a letter or a digit.
+        for seed in 0..40u8 {
+            let marks = crate::canary::RunSecret::derive(&[seed; 32], b"").marks("a").words;
+            for filler in [
+                Filler {
+                    seed: u64::from(seed),
+                    marks: marks.clone(),
+                },
+                Filler::plain(u64::from(seed)),
+            ] {
+                let text = PromptBuilder::default().build(4_000, &filler, "", &[], "");
+                let mut unnamed = 0;
+                let mut names = 0;
+                for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                    if marks.iter().any(|m| m == word) || plain_name(word) {
+                        names += 1;
+                        unnamed = 0;
+                    } else {
+                        unnamed += 1;
+                        assert!(unnamed <= MAX_UNNAMED, "seed {seed}: {word:?} is the sixth word in a row without a name in {text:?}");
+                    }
+                }
+                assert!(names > 400, "{names} names");
+            }
+        }
+    }
+
+    #[test]
+    fn every_template_holds_two_names_and_keeps_to_the_limits() {
+        // Words each slot writes at most.
+        let width = |slot: &str| match slot {
+            "{O}" | "{P}" | "{W}" => 2,
+            _ => 1,
+        };
+        for t in TEMPLATES {
+            let mut runs = vec![0usize];
+            for token in t.split(|c: char| c.is_whitespace() || c == ',' || c == '.' || c == '\'') {
+                match token {
+                    "" => {}
+                    "{N}" => runs.push(0),
+                    slot if slot.starts_with('{') => *runs.last_mut().unwrap() += width(slot),
+                    _ => *runs.last_mut().unwrap() += 1,
+                }
+            }
+            assert_eq!(runs.len(), 3, "two names: {t}");
+            assert!(runs[0] <= 2 && runs[1] <= MAX_UNNAMED && runs[2] <= 3, "{t}: {runs:?}");
+        }
+        for list in [WHEN, VERBS, NOUNS, PLURALS, QUANTITIES, DETERMINERS, GROUPS, REPORTING] {
+            for entry in list {
+                let words = entry.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).count();
+                let most = if std::ptr::eq(list, WHEN) { 2 } else { 1 };
+                assert!(words <= most, "{entry:?}");
+            }
+        }
+        for first in PLAIN_FIRST {
+            for second in PLAIN_SECOND {
+                assert!(!crate::canary::mark_shaped(&format!("{first}{second}").to_lowercase()));
             }
         }
     }

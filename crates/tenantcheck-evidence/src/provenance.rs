@@ -48,7 +48,8 @@
 //! tenant's words in that tenant's order *and* one of the words only that tenant used
 //! (its invented names, its customers' names and addresses). Every tenant's filler
 //! names two of its own invented names in each sentence ([`crate::canary::Marks`]), so
-//! no more than about ten words of it stand between two distinctive ones.
+//! no more than five words of it stand between two distinctive ones
+//! ([`crate::prompt::MAX_UNNAMED`]).
 //!
 //! Text the asking tenant sent too (a shared prefix, its own earlier prompt) is never
 //! another tenant's: [`crate::passage`] judges answers that hold it.

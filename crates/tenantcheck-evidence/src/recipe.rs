@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 /// The generator a [`Reference`] names: the prose of [`crate::prompt`] as this version
 /// writes it. A change to that prose must change this name.
-pub const GENERATOR: &str = "tenantcheck-prose/1";
+pub const GENERATOR: &str = "tenantcheck-prose/2";
 
 /// The most bytes a referenced string may hold after its generated text.
 pub const MAX_AFTER: usize = 4 * 1024;
