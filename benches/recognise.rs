@@ -1,11 +1,13 @@
 //! Benchmark: how much of a run a vendor that wants to recognise the suite recognises,
 //! and how much of its customers' traffic it would take for the suite by mistake.
 //!
-//! `cargo bench --bench recognise -- [--context TOKENS] [--train N] [--fresh M] [--by-case]`
+//! `cargo bench --bench recognise -- [--context TOKENS] [--train N] [--fresh M]
+//! [--min-requests K] [--by-case]`
 //! runs the default suite against the reference vendor (`sim --context TOKENS`, default
 //! 32768) N + M times (defaults 2 and 1), each with a secret of its own, teaches
 //! [`Recogniser`] the requests of the first N (and half of a reference workload, the
-//! vendor's own customers), and scores the requests of the other M and the other half
+//! vendor's own customers; what stood in K requests of a run, default 3, 1 for a vendor
+//! that keeps every phrase of its logs), and scores the requests of the other M and the other half
 //! of the workload: every request, and the prompts of a tenth of the context or longer
 //! (the ones that matter: a defeat device needs to spot only those to serve them from
 //! a clean pool); with `--by-case`, each case's requests of the fresh runs too.
@@ -55,6 +57,7 @@ fn main() {
     let context = value("--context", 32_768);
     let train = value("--train", 2) as usize;
     let fresh = value("--fresh", 1) as usize;
+    let min_requests = value("--min-requests", 3) as usize;
     let work = std::env::temp_dir().join(format!("tenantcheck-recognise-{}", std::process::id()));
     let long_chars = (context * 4 / 10) as usize;
 
@@ -72,11 +75,11 @@ fn main() {
     let known: Vec<Request> = known.into_iter().map(|(_, r)| r).collect();
     let unseen: Vec<Request> = unseen.into_iter().map(|(_, r)| r).collect();
 
-    let recogniser = Recogniser::learn(&runs, &known, long_chars);
+    let recogniser = Recogniser::learn_from(&runs, &known, long_chars, min_requests);
     let _ = std::fs::remove_dir_all(&work);
 
     println!(
-        "recogniser: taught {train} runs ({} requests) and {} customer requests; context {context} tokens, long = {long_chars} characters or more",
+        "recogniser: taught {train} runs ({} requests) and {} customer requests, learning what stood in {min_requests} requests of a run; context {context} tokens, long = {long_chars} characters or more",
         runs.iter().map(Vec::len).sum::<usize>(),
         known.len()
     );

@@ -29,7 +29,7 @@
 
 pub use tenantcheck_evidence::{
     attestation, canary, document, holder, judge, ledger, nodes, outcome, partition, passage, policy, prompt,
-    provenance, recipe, report, scan, shard, threat, tokenizer, version,
+    provenance, recipe, report, scan, shard, threat, tokenizer, version, wording,
 };
 pub use tenantcheck_sim as sim;
 

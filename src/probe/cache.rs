@@ -47,6 +47,7 @@ use crate::judge::timing::{LevelTest, Rule, decide, median_speedup};
 use crate::outcome::{CacheDecision, Finding, FindingCode, Outcome, TimingLevel, TimingPair};
 use crate::prompt::Filler;
 use crate::session::SessionError;
+use crate::wording::Wording;
 use crate::vendor::{CacheScope, TenantSpec, VendorProfile};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -128,14 +129,12 @@ impl TimingParams {
 /// Pairs in a row with a failed request after which a level stops, undecided.
 const MAX_FAILED_IN_A_ROW: u32 = 5;
 
-/// The last words of the victim's prompts and of the attacker's (a pair drawn per run
-/// from [`TAILS`]): they differ, so only the prefix before them can be shared.
-const TAILS: &[&str] = &[
-    "\n\nAnswer with one word: what is this text about?",
-    "\n\nIn a single word, name the topic of the text above.",
-    "\n\nWhat is the text above about? One word, please.",
-    "\n\nName the subject of this text in one word.",
-];
+/// The last words of the victim's prompts and of the attacker's, drawn per run
+/// ([`crate::wording`]; the attacker's drawn again until it differs): they differ, so
+/// only the prefix before them can be shared.
+const TAIL: Wording = Wording(
+    "\n\n{N}[,|:|-] [answer with one word|in a single word|in one word|using one word only|with just one word|briefly|in a word|one word only|keep it to one word|reply in one word][,|:|;] [what is|what's|name|give|tell me|state|identify|say] [this text about|the topic of the text above|the subject here|the subject of this text|the theme of these notes|the main topic|what this is about|the gist of it|the topic|the focus of the notes][?|.|!] [Thanks|Thank you|Cheers|Regards|Best|Many thanks|Kind regards|Ta], {N}.",
+);
 
 /// Which key attacks, relative to the victim's.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -192,9 +191,6 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
     let declared = profile.declared.as_ref().and_then(|d| d.prefix_cache_scope);
     let salts = profile.cache_salt;
     let tokens = p.prompt_tokens.min(profile.context_window.saturating_sub(64).max(64));
-    let victim_tail = ctx.session.secret().pick("cache.victim", TAILS);
-    let others: Vec<&'static str> = TAILS.iter().copied().filter(|t| *t != victim_tail).collect();
-    let attacker_tail = ctx.session.secret().pick("cache.attacker", &others);
     let mut run = Run {
         ctx,
         p,
@@ -203,8 +199,6 @@ pub async fn timing(p: &TimingParams, ctx: Context<'_>) -> Result<Outcome, Sessi
         salts,
         pair_index: 0,
         errors: Vec::new(),
-        victim_tail,
-        attacker_tail,
     };
 
     let mut notes = Vec::new();
@@ -356,11 +350,20 @@ struct Run<'a, 'p> {
     salts: bool,
     pair_index: u32,
     errors: Vec<String>,
-    victim_tail: &'static str,
-    attacker_tail: &'static str,
 }
 
 impl Run<'_, '_> {
+    /// The victim's tail and the attacker's.
+    fn tails(&self) -> (String, String) {
+        let secret = self.ctx.session.secret();
+        let victim = secret.say("cache.victim", 0, TAIL);
+        let attacker = (0..)
+            .map(|draw| secret.say("cache.attacker", draw, TAIL))
+            .find(|t| *t != victim)
+            .expect("a tail other than the victim's");
+        (victim, attacker)
+    }
+
     fn request(&self, tenant: &str, prompt: String) -> ChatRequest {
         ChatRequest {
             cache_salt: self.salts.then(|| {
@@ -394,16 +397,17 @@ impl Run<'_, '_> {
             let prefix = builder.build(self.tokens, &Filler::plain(self.sizer.seed(victim)), "", &[], "");
             let fresh = builder.build(self.tokens, &Filler::plain(self.sizer.seed(attacker)), "", &[], "");
             let shared_tokens = self.sizer.tokens_of(&prefix);
+            let (victim_tail, attacker_tail) = self.tails();
             let seeded = self
                 .sizer
                 .send_request(
                     victim,
-                    &self.request(victim, format!("{prefix}{}", self.victim_tail)),
+                    &self.request(victim, format!("{prefix}{victim_tail}")),
                     false,
                 )
                 .await?;
-            let hit_request = self.request(attacker, format!("{prefix}{}", self.attacker_tail));
-            let miss_request = self.request(attacker, format!("{fresh}{}", self.attacker_tail));
+            let hit_request = self.request(attacker, format!("{prefix}{attacker_tail}"));
+            let miss_request = self.request(attacker, format!("{fresh}{attacker_tail}"));
             // The order of the arms, from the run secret: unpredictable to the vendor.
             let hit_first = self
                 .ctx

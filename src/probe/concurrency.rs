@@ -33,6 +33,7 @@ use crate::canary::{Canary, Form};
 use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, FormTrial, Outcome, Power};
 use crate::scan::Scanner;
 use crate::session::{Sent, SessionError};
+use crate::wording::Wording;
 use futures_util::StreamExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -396,15 +397,13 @@ fn prompt_of(body: &serde_json::Value) -> String {
         .join("\n")
 }
 
+/// What each request of the burst asks: its nonce back ([`crate::wording`]).
+const ASK: Wording = Wording(
+    "[Hi|Hello|Dear|Hey|Morning|Afternoon] {N}[,|:|!] [please|kindly|could you|can you|just] [repeat|echo|copy|write back|return] [the following|this|the|the next] [customer|client|account|member] {} [back to me|to me|here|to {N}] [exactly as written|word for word|verbatim|exactly], [and nothing else|with nothing added|and add nothing else|nothing more].",
+);
+
 async fn send(ctx: &Context<'_>, r: &Planned, max_tokens: u32) -> Result<Sent, SessionError> {
-    let ask = ctx.session.secret().pick(
-        "concurrency",
-        &[
-            "Please repeat the following customer {} back to me exactly as written, and nothing else.",
-            "Repeat this customer {} back to me exactly as it is written here, and nothing else.",
-            "Please echo the customer {} below back to me word for word, and add nothing else.",
-        ],
-    );
+    let ask = ctx.session.secret().say("concurrency", 0, ASK);
     let prompt = format!("{} {}", ask.replace("{}", r.form.noun()), r.nonce.text(r.form));
     let request = ChatRequest {
         stream: r.stream,

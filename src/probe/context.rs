@@ -40,16 +40,30 @@ use crate::canary::Needle;
 use crate::outcome::{Finding, FindingCode, LeakEvidence, Outcome, SweepPoint, SweepResult, Verdict};
 use crate::prompt::Placed;
 use crate::session::{Sent, SessionError};
+use crate::wording::Wording;
 use tenantcheck_evidence::judge::context::{self as judge, Processed};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Asks for a summary of an over-long prompt (one drawn per run).
-const SUMMARISE: &[&str] = &[
-    "Summarise the notes below.\n\n",
-    "Give a short summary of these notes.\n\n",
-    "Write a brief summary of the following notes.\n\n",
-];
+const SUMMARISE: Wording = Wording(
+    "[Hi|Hello|Dear|Hey|Morning|Afternoon] {N}[,|:|!] [summarise|give a short summary of|write a brief summary of|sum up|please summarise|briefly summarise|outline|condense] [the notes below|these notes|the following notes|the text below|this document|what follows|the notes from {N}|the minutes below] [for|to] {N}[.|:]\n\n",
+);
+
+/// How the other tenant's records open ([`seed_records`]).
+const SEED: Wording = Wording(
+    "[Hi|Hello|Dear|Hey|Morning|Afternoon] {N}[,|:|!] [please file|file|keep|store|save|record] [these|the|the following|the attached] [customer|client|account|member] records [for|from] {N}[,|;|.] [then|and|please] [read back|repeat|quote|copy out] the first [one|record|entry]. [Thanks|Cheers|Regards|Best], {N}.\n",
+);
+
+/// How the facts' prompt opens ([`send_facts`]).
+const FACTS: Wording = Wording(
+    "[Hi|Hello|Dear|Hey|Morning|Afternoon] {N}[,|:|!] [read|please read|go through|look over|study|take in] [the notes below|these notes|the following notes|this document|the notes from {N}|the text below][;|,|.] [questions follow them|there are questions after them|questions come after them|I will ask questions afterwards|questions are at the end|then answer the questions|my questions follow] [for|from] {N}[.|!]\n\n",
+);
+
+/// What the prompt that fits but overruns asks for: more than its room.
+const OVERRUN: Wording = Wording(
+    "\n\n[Now|Then|Next|After that|Finally], {N}[,|:] [count upward from one|write the numbers from one upward|count aloud from one|list every number from one up|count from one upward], [each number in words|writing every number in words|spelling out every number|in words], [one per line|each on its own line|a line each|one to a line], [and never stop|without stopping|and do not stop|and keep going forever|and never finish]. [Thanks|Cheers|Regards|Best], {N}.",
+);
 
 /// Tokens kept free below the context for the chat template, the vendor's own
 /// additions and the sizing error of an unknown tokenizer: 64, or 1% of the context.
@@ -78,14 +92,7 @@ async fn seed_records(
     records: &mut u32,
     tokens: u64,
 ) -> Result<(Sent, usize), SessionError> {
-    let mut text = String::from(ctx.session.secret().pick(
-        "context.seed",
-        &[
-            "Please file these customer records and read back the first one.\n",
-            "File the customer records below, then read back the first one.\n",
-            "Keep these customer records on file and repeat the first one back.\n",
-        ],
-    ));
+    let mut text = ctx.session.secret().say("context.seed", 0, SEED);
     let chars = sizer.builder().chars_for(tokens);
     while text.len() < chars {
         let c = ctx.session.canary(seeder, ctx.case_id, *records);
@@ -202,20 +209,13 @@ async fn send_facts(
         .collect();
     let questions: Vec<String> = needles.iter().map(|(_, n)| n.question()).collect();
     let tail = format!("\n\nAnswer each question. {}", questions.join(" "));
-    let head = ctx.session.secret().pick(
-        "context.facts",
-        &[
-            "Read the notes below; questions follow them.\n\n",
-            "Read these notes carefully; there are questions after them.\n\n",
-            "The notes below are followed by questions about them.\n\n",
-        ],
-    );
     let seed = sizer.filler(shape.prober);
+    let head = ctx.session.secret().say("context.facts", 0, FACTS);
     // A pinned prompt opens with its route's system message: the user's turn is
     // shorter by it, so that the whole stays at the length aimed for.
     let opening = sizer.opening_tokens();
     let user_tokens = shape.tokens.saturating_sub(opening).max(64);
-    let mut prompt = sizer.builder().build(user_tokens, &seed, head, &placed, &tail);
+    let mut prompt = sizer.builder().build(user_tokens, &seed, &head, &placed, &tail);
     // Sized by a ratio learnt on other text, a prompt the local tokenizer counts off
     // its length is built again, by the difference: over it, a length within the
     // context must be sent within it, or its refusal says nothing; under it by more
@@ -240,7 +240,7 @@ async fn send_facts(
         } else {
             aim + (user_tokens - n)
         };
-        prompt = sizer.builder().build(aim, &seed, head, &placed, &tail);
+        prompt = sizer.builder().build(aim, &seed, &head, &placed, &tail);
     }
     if let Some((_, longest)) = best {
         prompt = longest;
@@ -811,13 +811,8 @@ impl Search<'_> {
         let mut tokens = 0;
         for _ in 0..4 {
             let seed = self.sizer.filler(&self.prober);
-            prompt = self.sizer.builder().build(
-                target,
-                &seed,
-                self.ctx.session.secret().pick("context.summary", SUMMARISE),
-                &[],
-                "",
-            );
+            let head = self.ctx.session.secret().say("context.summary", 0, SUMMARISE);
+            prompt = self.sizer.builder().build(target, &seed, &head, &[], "");
             tokens = self.sizer.tokens_of(&prompt);
             if tokens > context {
                 break;
@@ -883,15 +878,8 @@ impl Search<'_> {
         for _ in 0..2 {
             self.seed().await?;
             let seed = self.sizer.filler(&self.prober);
-            let tail = self.ctx.session.secret().pick(
-                "context.overrun",
-                &[
-                    "\n\nNow count upward from one, writing every number in words, one per line, and never stop.",
-                    "\n\nNow write the numbers from one upward in words, one per line, without stopping.",
-                    "\n\nNow count aloud from one, each number in words on its own line, and do not stop.",
-                ],
-            );
-            let mut prompt = self.sizer.builder().build(target, &seed, "", &[], tail);
+            let tail = self.ctx.session.secret().say("context.overrun", 0, OVERRUN);
+            let mut prompt = self.sizer.builder().build(target, &seed, "", &[], &tail);
             // As for the other lengths: a prompt the local tokenizer counts over its
             // target is built again shorter, so that it fits the context for sure.
             let mut aim = target;
@@ -899,7 +887,7 @@ impl Search<'_> {
                 match self.ctx.session.local_tokens(&prompt) {
                     Some(n) if n > target => {
                         aim = aim.saturating_sub(n - target).max(64);
-                        prompt = self.sizer.builder().build(aim, &seed, "", &[], tail);
+                        prompt = self.sizer.builder().build(aim, &seed, "", &[], &tail);
                     }
                     _ => break,
                 }

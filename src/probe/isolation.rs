@@ -52,6 +52,7 @@ use crate::canary::{Canary, Form};
 use crate::outcome::{Coverage, EchoBand, Finding, FindingCode, FormTrial, LeakEvidence, Outcome, Power, Verdict};
 use crate::prompt::{MAX_CHARS_PER_TOKEN, MIN_CHARS_PER_TOKEN, Placed, PromptBuilder};
 use crate::session::{Sent, Session, SessionError};
+use crate::wording::Wording;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -188,20 +189,16 @@ impl CanaryResidueParams {
 }
 
 /// Shown before the canaries; asks for the first one back, so that whatever the
-/// vendor's model reads comes back in the answer (`{}`: the form's noun).
-const INSTRUCTIONS: &[&str] = &[
-    "We are filing the customer {}s below for our account. Please read back the first {} exactly as written.\n\n",
-    "Below are customer {}s we keep on file. Read back the first {} exactly as it is written.\n\n",
-    "Here are {}s from our customer ledger. Please repeat the first {} verbatim.\n\n",
-    "Our account's customer {}s follow. Quote the first {} back to us exactly.\n\n",
-];
+/// vendor's model reads comes back in the answer (`{}`: the form's noun). Drawn per
+/// run ([`crate::wording`]).
+const INSTRUCTION: Wording = Wording(
+    "[Hi|Hello|Dear|Good morning|Hey|Hi there|Afternoon|Morning] {N}[,|:|!|.] [here are|below are|these are|attached are|listed below are|I am sending|please find|enclosed are] {N}'s [customer|client|account|member|subscriber|patient|supplier|tenant] {}s[.|;|:] [Please|Kindly|Could you|Can you|I need you to|Would you|Go ahead and|Now] [read back|repeat|quote|copy out|write out|return|reproduce|echo] [for|to] {N} the [first|opening|top|very first|initial|leading|earliest|first listed] {} [exactly as written|verbatim|word for word|exactly|without changes|as it appears|character for character|unchanged|precisely|letter for letter].\n\n",
+);
 
 /// The same request at the end of the prompt.
-const QUESTIONS: &[&str] = &[
-    "\n\nRead back the first {} above exactly as written.",
-    "\n\nNow repeat the first {} of this message exactly.",
-    "\n\nPlease quote the first {} above, exactly as it is written.",
-];
+const QUESTION: Wording = Wording(
+    "\n\n[Now|Then|Finally|Once more|Again|So|Next|To finish], {N}[,|:|-] [please|kindly|could you|can you|would you|go ahead and|just|do] [read back|repeat|quote|copy out|write out|return|reproduce|echo] the [first|opening|top|very first|initial|leading|earliest|first listed] {} [above|of this message|from the list|I sent|from {N}|on file|we hold|in the ledger] [exactly as written|verbatim|word for word|exactly|without changes|as it appears|character for character|unchanged|precisely|letter for letter]. [Thanks|Thank you|Cheers|Regards|Best|Many thanks|Kind regards|Ta], {N}.",
+);
 
 /// Short prompts of each canary form each tenant sends before the ladder.
 pub const TRIAL_PROMPTS: usize = 2;
@@ -804,15 +801,8 @@ impl Run<'_> {
         };
         let form = self.form;
         let noun = form.noun();
-        let mut head = self
-            .session
-            .secret()
-            .pick("isolation", INSTRUCTIONS)
-            .replace("{}", noun);
-        let tail = session
-            .secret()
-            .pick("isolation.question", QUESTIONS)
-            .replace("{}", noun);
+        let mut head = session.secret().say("isolation", 0, INSTRUCTION).replace("{}", noun);
+        let tail = session.secret().say("isolation.question", 0, QUESTION).replace("{}", noun);
         let (head_records, tokens) = match size {
             PromptSize::Items(n) => (n, None),
             PromptSize::Tokens(t) => {

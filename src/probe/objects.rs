@@ -13,6 +13,7 @@
 use super::{Context, conclude, describe};
 use crate::outcome::{Coverage, Finding, FindingCode, Outcome};
 use crate::session::{Sent, SessionError};
+use crate::wording::Wording;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,11 @@ impl super::Probe for CrossTenant {
     }
 }
 
+/// What each stored object asks, before its record ([`crate::wording`]).
+const ASK: Wording = Wording(
+    "[Hi|Hello|Dear|Hey|Morning|Afternoon] {N}[,|:|!] [keep|store|file|save|hold] [this|the following|the] [customer|client|account|member] record [for|from] {N} and [read it back|repeat it back|quote it back|say it back][:|.]",
+);
+
 /// Runs `objects.cross-tenant`.
 pub async fn cross_tenant(_p: &ObjectsParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     if !ctx.session.profile().stored_responses {
@@ -47,14 +53,7 @@ pub async fn cross_tenant(_p: &ObjectsParams, ctx: Context<'_>) -> Result<Outcom
     for (i, owner) in tenants.iter().enumerate() {
         let other = &tenants[(i + 1) % tenants.len()];
         let record = ctx.session.canary(owner, ctx.case_id, 0).record();
-        let ask = ctx.session.secret().pick(
-            "objects",
-            &[
-                "Keep this customer record on file and read it back:",
-                "Store this customer record on file and repeat it back:",
-                "File the following customer record now and read it back:",
-            ],
-        );
+        let ask = ctx.session.secret().say("objects", 0, ASK);
         let input = format!("{ask} {record}");
         let created = ctx.session.store(ctx.case_id, owner, &input, None).await?;
         coverage.requests += 1;

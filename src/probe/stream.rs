@@ -11,6 +11,7 @@
 use super::{Context, Sizer, conclude, describe};
 use crate::outcome::{Finding, FindingCode, Outcome};
 use crate::session::SessionError;
+use crate::wording::Wording;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,11 @@ impl super::Probe for Integrity {
     }
 }
 
+/// What each streamed prompt asks: its notes back ([`crate::wording`]).
+const ASK: Wording = Wording(
+    "[Hi|Hello|Dear|Hey|Morning|Afternoon] {N}[,|:|!] [repeat|copy out|say back|write out|echo|reproduce] [the following notes|the notes below|these notes|the text below|what follows|the notes from {N}] [for|to] {N}[.|, please.|:]\n\n",
+);
+
 /// Runs `stream.integrity`.
 pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, SessionError> {
     let tenant = ctx.session.tenant_labels()[0].to_owned();
@@ -53,20 +59,8 @@ pub async fn integrity(p: &StreamParams, ctx: Context<'_>) -> Result<Outcome, Se
     let mut complete = 0;
     for _ in 0..p.streams {
         let seed = sizer.filler(&tenant);
-        let prompt = sizer.builder().build(
-            200,
-            &seed,
-            ctx.session.secret().pick(
-                "stream",
-                &[
-                    "Repeat the following notes.\n\n",
-                    "Copy out the notes below.\n\n",
-                    "Say the following notes back.\n\n",
-                ],
-            ),
-            &[],
-            "",
-        );
+        let head = ctx.session.secret().say("stream", 0, ASK);
+        let prompt = sizer.builder().build(200, &seed, &head, &[], "");
         let sent = sizer.send(&tenant, prompt, p.max_tokens, true).await?;
         let ex = &sent.exchange;
         if !ex.is_success() {

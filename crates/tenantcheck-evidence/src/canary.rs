@@ -251,6 +251,15 @@ impl RunSecret {
         options[(n % options.len() as u64) as usize]
     }
 
+    /// The text of `wording` drawn for `label` and `index` (the suite draws each
+    /// instruction once per run, at index 0; [`crate::wording`]).
+    pub fn say(&self, label: &str, index: u32, wording: crate::wording::Wording) -> String {
+        let d = self.expand(b"tenantcheck/wording/v1\0", label, "", index);
+        wording.render(crate::wording::stream(u64::from_be_bytes(
+            d[..8].try_into().expect("8 bytes"),
+        )))
+    }
+
     fn expand(&self, domain: &[u8], owner: &str, case: &str, index: u32) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(domain);

@@ -65,6 +65,7 @@ pub mod threat;
 pub mod tokenizer;
 pub mod transcript;
 pub mod version;
+pub mod wording;
 
 /// Lowercase hexadecimal encoding of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {

@@ -168,7 +168,7 @@ struct Prose<'a> {
     plain: Vec<String>,
 }
 
-/// The most words a sentence of [`Prose`] puts between two names (counted as a
+/// The most words the filler puts between two names (counted as a
 /// vendor splits words: at every character that is not a letter or a digit).
 pub const MAX_UNNAMED: usize = 5;
 
@@ -184,7 +184,7 @@ impl<'a> Prose<'a> {
         };
         if filler.marks.is_empty() {
             while prose.plain.len() < PLAIN_NAMES {
-                let name = format!("{}{}", prose.pick(PLAIN_FIRST), prose.pick(PLAIN_SECOND));
+                let name = plain_name(|| prose.next());
                 if !prose.plain.contains(&name) {
                     prose.plain.push(name);
                 }
@@ -207,7 +207,11 @@ impl<'a> Prose<'a> {
 
     /// Two distinct names.
     fn names(&mut self) -> (String, String) {
-        let len = if self.marks.is_empty() { self.plain.len() } else { self.marks.len() } as u64;
+        let len = if self.marks.is_empty() {
+            self.plain.len()
+        } else {
+            self.marks.len()
+        } as u64;
         let first = (self.next() % len) as usize;
         let step = 1 + (self.next() % (len - 1).max(1)) as usize;
         let second = (first + step) % len as usize;
@@ -312,13 +316,70 @@ const TEMPLATES: &[&str] = &[
 ];
 
 const VERBS: &[&str] = &[
-    "reviewed", "postponed", "approved", "reorganised", "questioned", "delivered", "painted", "measured",
-    "repaired", "announced", "cancelled", "rescheduled", "catalogued", "inspected", "ordered", "shipped",
-    "summarised", "archived", "translated", "priced", "photographed", "collected", "sorted", "discussed",
-    "signed", "checked", "returned", "moved", "stored", "counted", "labelled", "cleaned", "replaced", "tested",
-    "booked", "printed", "packed", "copied", "drafted", "filed", "posted", "mended", "weighed", "tidied",
-    "unloaded", "scanned", "renewed", "audited", "updated", "borrowed", "lent", "sold", "bought", "found",
-    "lost", "opened", "closed", "locked", "varnished", "rebuilt", "planned", "costed", "wrapped", "fetched",
+    "reviewed",
+    "postponed",
+    "approved",
+    "reorganised",
+    "questioned",
+    "delivered",
+    "painted",
+    "measured",
+    "repaired",
+    "announced",
+    "cancelled",
+    "rescheduled",
+    "catalogued",
+    "inspected",
+    "ordered",
+    "shipped",
+    "summarised",
+    "archived",
+    "translated",
+    "priced",
+    "photographed",
+    "collected",
+    "sorted",
+    "discussed",
+    "signed",
+    "checked",
+    "returned",
+    "moved",
+    "stored",
+    "counted",
+    "labelled",
+    "cleaned",
+    "replaced",
+    "tested",
+    "booked",
+    "printed",
+    "packed",
+    "copied",
+    "drafted",
+    "filed",
+    "posted",
+    "mended",
+    "weighed",
+    "tidied",
+    "unloaded",
+    "scanned",
+    "renewed",
+    "audited",
+    "updated",
+    "borrowed",
+    "lent",
+    "sold",
+    "bought",
+    "found",
+    "lost",
+    "opened",
+    "closed",
+    "locked",
+    "varnished",
+    "rebuilt",
+    "planned",
+    "costed",
+    "wrapped",
+    "fetched",
 ];
 
 const DETERMINERS: &[&str] = &[
@@ -326,61 +387,267 @@ const DETERMINERS: &[&str] = &[
 ];
 
 const NOUNS: &[&str] = &[
-    "budget", "bench", "lamp", "timetable", "catalogue", "form", "rack", "permit", "invoice", "menu", "survey",
-    "manual", "crate", "agreement", "rota", "label", "boiler", "ticket", "trip", "sign", "dock", "ledger",
-    "schedule", "report", "contract", "parcel", "pallet", "printer", "van", "ladder", "kettle", "fridge",
-    "projector", "laptop", "desk", "chair", "cabinet", "window", "door", "roof", "fence", "gate", "shed",
-    "garden", "hedge", "pond", "bridge", "road", "map", "plan", "drawing", "photo", "poster", "banner",
-    "letter", "memo", "minute", "agenda", "proposal", "quote", "order", "receipt", "statement", "claim",
-    "licence", "key", "badge", "uniform", "toolbox", "drill", "heater", "radiator", "pump", "valve", "meter",
-    "clock", "bell", "piano", "stage", "tent", "trailer", "boat", "mooring", "bicycle", "scooter", "bus",
+    "budget",
+    "bench",
+    "lamp",
+    "timetable",
+    "catalogue",
+    "form",
+    "rack",
+    "permit",
+    "invoice",
+    "menu",
+    "survey",
+    "manual",
+    "crate",
+    "agreement",
+    "rota",
+    "label",
+    "boiler",
+    "ticket",
+    "trip",
+    "sign",
+    "dock",
+    "ledger",
+    "schedule",
+    "report",
+    "contract",
+    "parcel",
+    "pallet",
+    "printer",
+    "van",
+    "ladder",
+    "kettle",
+    "fridge",
+    "projector",
+    "laptop",
+    "desk",
+    "chair",
+    "cabinet",
+    "window",
+    "door",
+    "roof",
+    "fence",
+    "gate",
+    "shed",
+    "garden",
+    "hedge",
+    "pond",
+    "bridge",
+    "road",
+    "map",
+    "plan",
+    "drawing",
+    "photo",
+    "poster",
+    "banner",
+    "letter",
+    "memo",
+    "minute",
+    "agenda",
+    "proposal",
+    "quote",
+    "order",
+    "receipt",
+    "statement",
+    "claim",
+    "licence",
+    "key",
+    "badge",
+    "uniform",
+    "toolbox",
+    "drill",
+    "heater",
+    "radiator",
+    "pump",
+    "valve",
+    "meter",
+    "clock",
+    "bell",
+    "piano",
+    "stage",
+    "tent",
+    "trailer",
+    "boat",
+    "mooring",
+    "bicycle",
+    "scooter",
+    "bus",
 ];
 
 const QUANTITIES: &[&str] = &[
-    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "twenty",
-    "thirty", "forty", "fifty", "several", "some", "many", "few",
+    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "twenty", "thirty",
+    "forty", "fifty", "several", "some", "many", "few",
 ];
 
 const PLURALS: &[&str] = &[
-    "boxes", "lamps", "chairs", "invoices", "oranges", "tickets", "forms", "benches", "crates", "keys",
-    "folders", "parcels", "pallets", "posters", "letters", "samples", "tiles", "bricks", "planks", "cables",
-    "batteries", "bulbs", "tables", "curtains", "blankets", "plates", "cups", "kettles", "maps", "books",
-    "files", "receipts", "badges", "uniforms", "tools", "ladders", "buckets", "brushes", "tins", "sacks",
-    "bottles", "jars", "trays", "baskets", "pots", "seeds", "plants", "trees", "fences", "gates",
+    "boxes",
+    "lamps",
+    "chairs",
+    "invoices",
+    "oranges",
+    "tickets",
+    "forms",
+    "benches",
+    "crates",
+    "keys",
+    "folders",
+    "parcels",
+    "pallets",
+    "posters",
+    "letters",
+    "samples",
+    "tiles",
+    "bricks",
+    "planks",
+    "cables",
+    "batteries",
+    "bulbs",
+    "tables",
+    "curtains",
+    "blankets",
+    "plates",
+    "cups",
+    "kettles",
+    "maps",
+    "books",
+    "files",
+    "receipts",
+    "badges",
+    "uniforms",
+    "tools",
+    "ladders",
+    "buckets",
+    "brushes",
+    "tins",
+    "sacks",
+    "bottles",
+    "jars",
+    "trays",
+    "baskets",
+    "pots",
+    "seeds",
+    "plants",
+    "trees",
+    "fences",
+    "gates",
 ];
 
 const WHEN: &[&str] = &[
-    "on Monday", "on Tuesday", "on Wednesday", "on Thursday", "on Friday", "on Saturday", "on Sunday",
-    "last week", "last month", "last year", "this morning", "this evening", "before noon", "after lunch",
-    "at dawn", "at dusk", "by Friday", "next month", "in spring", "in summer", "in autumn", "in winter",
-    "in January", "in March", "in May", "in July", "in September", "in November", "yesterday", "today",
-    "overnight", "again", "twice", "early", "late", "recently", "eventually", "quickly", "carefully", "quietly",
+    "on Monday",
+    "on Tuesday",
+    "on Wednesday",
+    "on Thursday",
+    "on Friday",
+    "on Saturday",
+    "on Sunday",
+    "last week",
+    "last month",
+    "last year",
+    "this morning",
+    "this evening",
+    "before noon",
+    "after lunch",
+    "at dawn",
+    "at dusk",
+    "by Friday",
+    "next month",
+    "in spring",
+    "in summer",
+    "in autumn",
+    "in winter",
+    "in January",
+    "in March",
+    "in May",
+    "in July",
+    "in September",
+    "in November",
+    "yesterday",
+    "today",
+    "overnight",
+    "again",
+    "twice",
+    "early",
+    "late",
+    "recently",
+    "eventually",
+    "quickly",
+    "carefully",
+    "quietly",
 ];
 
 const GROUPS: &[&str] = &[
-    "team", "office", "crew", "desk", "group", "studio", "shop", "family", "kitchen", "workshop", "company",
-    "clinic", "school", "farm", "library", "garage", "bakery", "choir", "council", "committee", "landlord",
-    "accountant", "neighbour", "supplier", "auditor", "driver", "curator", "tenant", "intern", "engineer",
+    "team",
+    "office",
+    "crew",
+    "desk",
+    "group",
+    "studio",
+    "shop",
+    "family",
+    "kitchen",
+    "workshop",
+    "company",
+    "clinic",
+    "school",
+    "farm",
+    "library",
+    "garage",
+    "bakery",
+    "choir",
+    "council",
+    "committee",
+    "landlord",
+    "accountant",
+    "neighbour",
+    "supplier",
+    "auditor",
+    "driver",
+    "curator",
+    "tenant",
+    "intern",
+    "engineer",
 ];
 
 const REPORTING: &[&str] = &[
-    "noted", "said", "confirmed", "reported", "explained", "agreed", "mentioned", "recalled", "insisted",
-    "complained", "wrote", "suggested", "claimed", "admitted", "warned", "added",
+    "noted",
+    "said",
+    "confirmed",
+    "reported",
+    "explained",
+    "agreed",
+    "mentioned",
+    "recalled",
+    "insisted",
+    "complained",
+    "wrote",
+    "suggested",
+    "claimed",
+    "admitted",
+    "warned",
+    "added",
 ];
+
+/// A name of unmarked prose (a surname or a place: `Harwick`) drawn by `draw`.
+pub(crate) fn plain_name(mut draw: impl FnMut() -> u64) -> String {
+    let first = PLAIN_FIRST[(draw() % PLAIN_FIRST.len() as u64) as usize];
+    let second = PLAIN_SECOND[(draw() % PLAIN_SECOND.len() as u64) as usize];
+    format!("{first}{second}")
+}
 
 /// The first halves of the names of unmarked prose (none of them a syllable of a
 /// tenant's invented names, so that no such name is ever a mark).
 const PLAIN_FIRST: &[&str] = &[
-    "Ab", "Ash", "Bel", "Brook", "Cal", "Carr", "Dun", "Dal", "El", "Fair", "Glen", "Grey", "Har", "Hazel",
-    "Ing", "Ivy", "Kel", "Kings", "Lin", "Long", "Mor", "Mill", "Nor", "New", "Ost", "Oak", "Pen", "Pine",
-    "Ros", "Red", "Stan", "Thorn",
+    "Ab", "Ash", "Bel", "Brook", "Cal", "Carr", "Dun", "Dal", "El", "Fair", "Glen", "Grey", "Har", "Hazel", "Ing",
+    "Ivy", "Kel", "Kings", "Lin", "Long", "Mor", "Mill", "Nor", "New", "Ost", "Oak", "Pen", "Pine", "Ros", "Red",
+    "Stan", "Thorn",
 ];
 
 /// The second halves of those names.
 const PLAIN_SECOND: &[&str] = &[
-    "ford", "ley", "wick", "by", "ton", "more", "ham", "dale", "stead", "well", "mouth", "bury", "field",
-    "cliffe", "worth", "gate", "wood", "brook", "hill", "combe", "shaw", "thorpe", "hurst", "den", "holt",
-    "mere", "croft", "lands", "ridge", "bourne", "wyn", "ock",
+    "ford", "ley", "wick", "by", "ton", "more", "ham", "dale", "stead", "well", "mouth", "bury", "field", "cliffe",
+    "worth", "gate", "wood", "brook", "hill", "combe", "shaw", "thorpe", "hurst", "den", "holt", "mere", "croft",
+    "lands", "ridge", "bourne", "wyn", "ock",
 ];
 
 // What the builder remembers of its long prompts: each one's recipe, by the digest
@@ -532,7 +799,10 @@ mod tests {
                         unnamed = 0;
                     } else {
                         unnamed += 1;
-                        assert!(unnamed <= MAX_UNNAMED, "seed {seed}: {word:?} is the sixth word in a row without a name in {text:?}");
+                        assert!(
+                            unnamed <= MAX_UNNAMED,
+                            "seed {seed}: {word:?} is the sixth word in a row without a name in {text:?}"
+                        );
                     }
                 }
                 assert!(names > 400, "{names} names");
@@ -562,16 +832,26 @@ mod tests {
         }
         for list in [WHEN, VERBS, NOUNS, PLURALS, QUANTITIES, DETERMINERS, GROUPS, REPORTING] {
             for entry in list {
-                let words = entry.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).count();
+                let words = entry
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                    .count();
                 let most = if std::ptr::eq(list, WHEN) { 2 } else { 1 };
                 assert!(words <= most, "{entry:?}");
             }
         }
+        let mut names = std::collections::BTreeSet::new();
         for first in PLAIN_FIRST {
             for second in PLAIN_SECOND {
                 assert!(!crate::canary::mark_shaped(&format!("{first}{second}").to_lowercase()));
+                names.insert(format!("{first}{second}"));
             }
         }
+        assert_eq!(
+            names.len() as u64,
+            crate::wording::NAMES,
+            "the names a wording draws from, all distinct"
+        );
     }
 
     #[test]

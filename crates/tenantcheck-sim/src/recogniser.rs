@@ -19,6 +19,9 @@
 //!   long prompts of one earlier run had it and no request of the traffic did (a
 //!   ladder's rungs sit at fixed fractions of the context).
 //!
+//! [`Recogniser::learn_from`] lowers the bar to one request: a vendor that keeps every
+//! phrase of its logs.
+//!
 //! What it does not see yet, and a vendor could: pacing (a run's requests come in
 //! bursts), the HTTP client's own headers, and the accounts the requests come from.
 //! `benches/recognise.rs` scores it; `docs/benchmarks.md` has the figures.
@@ -89,6 +92,17 @@ impl Recogniser {
     /// and never in `traffic` (the vendor's customers' requests). Lengths are learnt
     /// for prompts of at least `long_chars` characters only (the ladder's).
     pub fn learn(runs: &[Vec<Request>], traffic: &[Request], long_chars: usize) -> Recogniser {
+        Recogniser::learn_from(runs, traffic, long_chars, MIN_REQUESTS)
+    }
+
+    /// [`Recogniser::learn`], learning what stood in `min_requests` requests of one run
+    /// (1: everything an earlier run sent, the most a vendor can learn from its logs).
+    pub fn learn_from(
+        runs: &[Vec<Request>],
+        traffic: &[Request],
+        long_chars: usize,
+        min_requests: usize,
+    ) -> Recogniser {
         let mut r = Recogniser {
             min_length_chars: long_chars,
             ..Recogniser::default()
@@ -107,9 +121,9 @@ impl Recogniser {
                     *lengths.entry(length_bucket(text.len())).or_default() += 1;
                 }
             }
-            r.phrases.extend(recurring(phrases));
-            r.shapes.extend(recurring(shapes));
-            r.lengths.extend(recurring(lengths));
+            r.phrases.extend(recurring_keys(phrases, min_requests));
+            r.shapes.extend(recurring_keys(shapes, min_requests));
+            r.lengths.extend(recurring_keys(lengths, min_requests));
         }
         for request in traffic {
             let text = request.text();
@@ -149,9 +163,12 @@ impl Recogniser {
     }
 }
 
-/// The keys of `counts` that stand in at least [`MIN_REQUESTS`] requests.
-fn recurring<K>(counts: HashMap<K, usize>) -> impl Iterator<Item = K> {
-    counts.into_iter().filter(|&(_, n)| n >= MIN_REQUESTS).map(|(k, _)| k)
+/// The keys of `counts` that stand in at least `min_requests` requests.
+fn recurring_keys<K>(counts: HashMap<K, usize>, min_requests: usize) -> impl Iterator<Item = K> {
+    counts
+        .into_iter()
+        .filter(move |&(_, n)| n >= min_requests.max(1))
+        .map(|(k, _)| k)
 }
 
 /// The distinct phrases of `text`, hashed.
