@@ -194,11 +194,7 @@ impl<'a> Prose<'a> {
     }
 
     fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        splitmix(&mut self.state)
     }
 
     fn pick<'l>(&mut self, list: &[&'l str]) -> &'l str {
@@ -627,6 +623,16 @@ const REPORTING: &[&str] = &[
     "warned",
     "added",
 ];
+
+/// The next number of the splitmix64 sequence at `state`: what the filler and the
+/// wordings ([`crate::wording`]) draw from.
+pub(crate) fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 /// A name of unmarked prose (a surname or a place: `Harwick`) drawn by `draw`.
 pub(crate) fn plain_name(mut draw: impl FnMut() -> u64) -> String {

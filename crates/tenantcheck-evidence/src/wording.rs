@@ -76,13 +76,7 @@ impl Wording {
 
 /// A splitmix64 stream from `seed`.
 pub(crate) fn stream(mut seed: u64) -> impl FnMut() -> u64 {
-    move || {
-        seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+    move || crate::prompt::splitmix(&mut seed)
 }
 
 #[cfg(test)]
