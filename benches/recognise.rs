@@ -89,26 +89,23 @@ fn main() {
     println!();
     println!("| requests | all: recognised | long: recognised | by phrase | by parameters | by length |");
     println!("| --- | --- | --- | --- | --- | --- |");
-    let fresh_all: Vec<Request> = fresh_runs.iter().map(|(_, r)| r.clone()).collect();
+    let fresh_all: Vec<&Request> = fresh_runs.iter().map(|(_, r)| r).collect();
     row(&format!("{fresh} fresh run(s)"), &recogniser, &fresh_all, long_chars);
+    let unseen: Vec<&Request> = unseen.iter().collect();
     row("workload (the half not taught)", &recogniser, &unseen, long_chars);
     if args.iter().any(|a| a == "--by-case") {
         let mut cases: Vec<&str> = fresh_runs.iter().map(|(c, _)| c.as_str()).collect();
         cases.sort_unstable();
         cases.dedup();
         for case in cases {
-            let of_case: Vec<Request> = fresh_runs
-                .iter()
-                .filter(|(c, _)| c == case)
-                .map(|(_, r)| r.clone())
-                .collect();
+            let of_case: Vec<&Request> = fresh_runs.iter().filter(|(c, _)| c == case).map(|(_, r)| r).collect();
             row(case, &recogniser, &of_case, long_chars);
         }
     }
 }
 
 /// Prints one table row: how many of `requests` are recognised, all and long ones.
-fn row(label: &str, r: &Recogniser, requests: &[Request], long_chars: usize) {
+fn row(label: &str, r: &Recogniser, requests: &[&Request], long_chars: usize) {
     let mut all = 0;
     let mut long = (0, 0);
     let mut by = [0usize; 3];
