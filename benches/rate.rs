@@ -63,6 +63,8 @@ fn main() {
             vendor: &profile.name,
             secret_commitment: &secret.commitment(),
             challenge: None,
+            log_index: None,
+            log_checkpoint: None,
         };
         let path = dir.join(format!("transcript-{run}.jsonl"));
         let transcript = Transcript::create(&path, Redactor::new(tenants.iter().map(|t| &t.secret)), &header).unwrap();

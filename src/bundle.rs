@@ -41,7 +41,7 @@ pub const MEMBERS: &[&str] = &[
 
 /// Files a bundle holds when the run folder has them: the in-toto Test Result (runs
 /// made before it existed have none). Checked against the report when present.
-pub const OPTIONAL_MEMBERS: &[&str] = &[crate::attestation::TEST_RESULT_FILE];
+pub const OPTIONAL_MEMBERS: &[&str] = &[crate::attestation::TEST_RESULT_FILE, crate::tlog::END_FILE];
 
 /// The bundle's table of contents.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +148,10 @@ pub fn write(run_dir: &Path, out: &Path) -> Result<(), BundleError> {
         let bytes = read(crate::attestation::TEST_RESULT_FILE)?;
         crate::attestation::verify_test_result(&bytes, &public, &envelope, &verified, |_| {})?;
         files.push((crate::attestation::TEST_RESULT_FILE, bytes));
+    }
+    // A logged run's end entry: checked against the log by `verify --challenge`.
+    if run_dir.join(crate::tlog::END_FILE).exists() {
+        files.push((crate::tlog::END_FILE, read(crate::tlog::END_FILE)?));
     }
     let manifest = Manifest {
         format: FORMAT.into(),

@@ -66,6 +66,9 @@ pub struct RunOptions {
     pub suite: Option<PathBuf>,
     /// A buyer's challenge, mixed into the run secret and recorded.
     pub challenge: Option<Vec<u8>>,
+    /// The transparency log the challenge names: the run enters its start there before
+    /// its first request and its end after its report is signed.
+    pub log: Option<crate::tlog::ChallengeLog>,
     /// The most the run may send.
     pub budget: crate::session::Budget,
     /// Requests in flight at once, at most; `None`: the profile's `max_concurrency`.
@@ -164,6 +167,12 @@ pub enum HarnessError {
     /// A request could not be made or recorded.
     #[error(transparent)]
     Session(#[from] crate::session::SessionError),
+    /// The run could not enter its start in the challenge's transparency log: nothing
+    /// was sent to the vendor.
+    #[error(
+        "{0}; the run did not start (nothing was sent to the vendor): a run under this challenge must enter the log first"
+    )]
+    Log(#[from] crate::rekor::RekorError),
     /// The vendor answered the credential check with a redirect, which is never
     /// followed.
     #[error(
@@ -288,7 +297,10 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
         None => crate::run_dir::create(opts.out.as_deref())?,
     };
     let signer = Signer::choose(&opts, resumed.as_ref(), &run_dir)?;
-    let drawn = Drawn::of(&opts, resumed.as_ref());
+    let drawn = match (&opts.log, &resumed) {
+        (Some(log), None) => Drawn::logged(&opts, log, &runtime, &inputs, &signer, out)?,
+        _ => Drawn::of(&opts, resumed.as_ref()),
+    };
     let transcript_path = run_dir.join(TRANSCRIPT_FILE);
     let transcript = Arc::new(open_transcript(
         &transcript_path,
@@ -334,6 +346,10 @@ pub fn run(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessEr
     });
     let report = redact_report(&report, &redactor)?;
     let envelope_path = write_report(&report, &signer, &run_dir, &transcript_path)?;
+    // A logged run logs its end, a resumed one again: its last end is its report's.
+    if let Some(start) = &report.run_secret.log {
+        log_end(start, &report, &envelope_path, &runtime, out);
+    }
     if let Some(sim) = sim {
         let _ = runtime.block_on(sim.shutdown());
     }
@@ -446,6 +462,8 @@ struct Drawn {
     challenge_hex: Option<String>,
     secret: RunSecret,
     started_at: String,
+    /// The run's start entry, when the challenge names a log.
+    log: Option<crate::tlog::StartRecord>,
 }
 
 impl Drawn {
@@ -458,6 +476,7 @@ impl Drawn {
                     challenge_hex: rs.challenge.clone(),
                     secret: RunSecret::from_hex(&rs.revealed).expect("a verified report's secret is hex"),
                     started_at: r.report.started_at.clone(),
+                    log: rs.log.clone(),
                 }
             }
             None => {
@@ -467,10 +486,114 @@ impl Drawn {
                     challenge_hex: opts.challenge.as_deref().map(crate::hex),
                     secret: RunSecret::derive(&seed, opts.challenge.as_deref().unwrap_or_default()),
                     started_at: crate::now_rfc3339(),
+                    log: None,
                 }
             }
         }
     }
+
+    /// A fresh run under a challenge that names a log: its start entry is logged
+    /// before anything is sent, and the secret mixes in where the log put it.
+    fn logged(
+        opts: &RunOptions,
+        log: &crate::tlog::ChallengeLog,
+        runtime: &tokio::runtime::Runtime,
+        inputs: &Inputs,
+        signer: &Signer,
+        out: &mut dyn Write,
+    ) -> Result<Drawn, HarnessError> {
+        use crate::tlog::{RunStart, START_TYPE, StartRecord, entry_key, seed_commitment, statement_bytes};
+        let challenge = opts.challenge.clone().unwrap_or_default();
+        let seed: [u8; 32] = crate::random_bytes();
+        let statement = RunStart {
+            kind: START_TYPE.to_owned(),
+            challenge: crate::hex(&challenge),
+            seed_commitment: seed_commitment(&seed),
+            profile_sha256: crate::tlog::profile_sha256(&inputs.vendor_source, &inputs.profile),
+            suite_sha256: inputs.suite.digest.clone(),
+            tool_version: crate::TOOL_VERSION.to_owned(),
+            run_key: crate::hex(signer.key.verifying_key().as_bytes()),
+        };
+        let client = crate::rekor::Log::new(log)?;
+        let started = std::time::Instant::now();
+        let (entry, included) = runtime.block_on(client.enter(
+            "run start",
+            &statement_bytes(&statement),
+            &entry_key(&challenge, "start"),
+        ))?;
+        let _ = writeln!(
+            out,
+            "logged: run start, entry {} of {} ({} entries; {:.1} s)",
+            included.index,
+            log.origin,
+            included.tree_size,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(Drawn {
+            seed_hex: crate::hex(&seed),
+            challenge_hex: Some(crate::hex(&challenge)),
+            secret: RunSecret::derive_logged(&seed, &challenge, included.index, &included.root),
+            started_at: crate::now_rfc3339(),
+            log: Some(StartRecord {
+                url: log.url.clone(),
+                origin: log.origin.clone(),
+                key: log.key.clone(),
+                statement,
+                entry,
+            }),
+        })
+    }
+}
+
+/// Enters the run's end in the log and writes it beside the report
+/// ([`crate::run_dir::LOG_END_FILE`]). A run whose end could not be logged keeps its
+/// report; the log shows it as never ended, and the run says so.
+fn log_end(
+    start: &crate::tlog::StartRecord,
+    report: &Report,
+    envelope_path: &Path,
+    runtime: &tokio::runtime::Runtime,
+    out: &mut dyn Write,
+) {
+    use crate::tlog::{END_TYPE, EndRecord, RunEnd, end_role, entry_key, statement_bytes};
+    let started = std::time::Instant::now();
+    let logged = (|| -> Result<EndRecord, String> {
+        let envelope = std::fs::read(envelope_path).map_err(|e| format!("{}: {e}", envelope_path.display()))?;
+        let challenge = crate::report::unhex(&start.statement.challenge).unwrap_or_default();
+        let statement = RunEnd {
+            kind: END_TYPE.to_owned(),
+            challenge: start.statement.challenge.clone(),
+            start_index: start.entry.log_index,
+            report_sha256: crate::sha256_hex(&envelope),
+            verdict: report.verdict.label().to_owned(),
+        };
+        let signer = entry_key(&challenge, &end_role(statement.start_index, &statement.verdict));
+        let key = crate::tlog::LogKey::from_pem(&start.origin, &start.key).map_err(|e| e.to_string())?;
+        let client = crate::rekor::Log::with_key(&start.url, key).map_err(|e| e.to_string())?;
+        let (entry, _) = runtime
+            .block_on(client.enter("run end", &statement_bytes(&statement), &signer))
+            .map_err(|e| e.to_string())?;
+        let record = EndRecord { statement, entry };
+        let path = envelope_path.with_file_name(crate::run_dir::LOG_END_FILE);
+        let text = serde_json::to_string_pretty(&record).expect("an end record serialises");
+        std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(record)
+    })();
+    let _ = match logged {
+        Ok(r) => writeln!(
+            out,
+            "logged: run end, entry {} of {} (verdict {}, report sha256 {}; {:.1} s)",
+            r.entry.log_index,
+            start.origin,
+            r.statement.verdict,
+            r.statement.report_sha256,
+            started.elapsed().as_secs_f64()
+        ),
+        Err(e) => writeln!(
+            out,
+            "warning: the run's end could not be logged ({e}); the log shows this run as never ended"
+        ),
+    };
 }
 
 /// The transcript: a new one whose header commits to the run secret, or a resumed
@@ -493,6 +616,8 @@ fn open_transcript(
                 vendor,
                 secret_commitment: &drawn.secret.commitment(),
                 challenge: drawn.challenge_hex.as_deref(),
+                log_index: drawn.log.as_ref().map(|l| l.entry.log_index),
+                log_checkpoint: drawn.log.as_ref().map(|l| l.entry.checkpoint.as_str()),
             },
         ),
     }
@@ -769,6 +894,7 @@ fn assemble(a: Assembly<'_>) -> Report {
             revealed: drawn.secret.to_hex(),
             seed: drawn.seed_hex,
             challenge: drawn.challenge_hex,
+            log: drawn.log,
         },
         transcript: TranscriptRecord {
             file: TRANSCRIPT_FILE.into(),

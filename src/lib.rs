@@ -23,13 +23,15 @@
 //!   (signals and `--resume`), [`plan`] (`run --plan`);
 //! - [`render`], [`bundle`], [`schema`], [`inert`]: the renderings, the one file a buyer
 //!   receives, the JSON Schemas of every file read or written, vendor text made inert;
+//! - [`rekor`]: the client of a transparency log (Sigstore Rekor v2) that every run under
+//!   a logged challenge enters, its proofs checked by [`tlog`];
 //! - [`exit`]: the exit codes of the `tenantcheck` binary.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub use tenantcheck_evidence::{
     attestation, canary, document, holder, judge, ledger, nodes, outcome, partition, passage, policy, prompt,
-    provenance, recipe, report, scan, shard, threat, tokenizer, version, wording,
+    provenance, recipe, report, scan, shard, threat, tlog, tokenizer, version, wording,
 };
 pub use tenantcheck_sim as sim;
 
@@ -45,6 +47,7 @@ pub mod inert;
 pub mod merge;
 pub mod plan;
 pub mod probe;
+pub mod rekor;
 pub mod render;
 pub mod resume;
 pub mod run_dir;

@@ -51,6 +51,30 @@ enum Command {
     Run(RunArgs),
     /// Run the reference vendor (an OpenAI-compatible server) standalone.
     Sim(SimArgs),
+    /// Issue a buyer's challenge: a fresh nonce, and with --log the transparency log
+    /// every run under it must enter, its current checkpoint pinned.
+    Challenge {
+        /// The log's URL (a Sigstore Rekor v2 log).
+        #[arg(long, value_name = "URL", requires = "log_key")]
+        log: Option<String>,
+        /// The log's public key (Ed25519, PEM), as the buyer trusts it.
+        #[arg(long, value_name = "FILE", requires = "log")]
+        log_key: Option<PathBuf>,
+        /// Where to write the challenge file.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// List every run started under a challenge, from the log's tiles: its start and
+    /// end entries, its verdict; the REPORTs given are marked. Exits 1 when a run is
+    /// not among them.
+    Runs {
+        /// The challenge file, naming the log.
+        #[arg(long, value_name = "FILE")]
+        challenge: PathBuf,
+        /// Reports (report.dsse.json) the vendor disclosed.
+        #[arg(value_name = "REPORT")]
+        reports: Vec<PathBuf>,
+    },
     /// Write a fresh ed25519 signing key pair (PKCS#8 and SPKI PEM).
     Keygen {
         /// The folder to write signing-key.pem and signing-key.pub.pem into.
@@ -143,8 +167,11 @@ enum Command {
         /// The transcript; default: transcript.jsonl beside the envelope.
         #[arg(long)]
         transcript: Option<PathBuf>,
-        /// The challenge (hex) the run must have mixed into its secret.
-        #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
+        /// The challenge the run must have mixed into its secret: a hex nonce, or a
+        /// challenge file; when the file names a log, the run's start and end entries
+        /// are checked against the log's key (the end entry from log-end.json beside
+        /// the report).
+        #[arg(long, value_name = "HEX|FILE", value_parser = parse_challenge)]
         challenge: Option<Challenge>,
         /// A buyer's policy (TOML; see examples/policy-1m.toml): what the report must
         /// show to be accepted; each requirement is printed met or unmet, and any
@@ -158,6 +185,10 @@ enum Command {
         /// The buyer's private key (PKCS#8 PEM) that signs the Verification Summary.
         #[arg(long, value_name = "FILE", requires = "svr")]
         svr_key: Option<PathBuf>,
+        /// With a policy whose [log] has all_runs_disclosed: the other reports the vendor
+        /// handed over under the same challenge (each verified with --key).
+        #[arg(long, value_name = "REPORT", requires = "policy")]
+        disclosed: Vec<PathBuf>,
     },
 }
 
@@ -176,9 +207,12 @@ struct RunArgs {
     /// Run the cases of this folder instead of the suite built into the binary.
     #[arg(long, value_name = "DIR")]
     suite: Option<PathBuf>,
-    /// A buyer's challenge (hex, 1 to 64 bytes), mixed into the run secret and recorded,
-    /// so the report shows the run's canaries were made after it.
-    #[arg(long, value_name = "HEX", value_parser = parse_challenge)]
+    /// A buyer's challenge, mixed into the run secret and recorded, so the report shows
+    /// the run's canaries were made after it: a hex nonce (1 to 64 bytes), or a
+    /// challenge file (`tenantcheck challenge`). When the file names a transparency
+    /// log, the run enters its start there before its first request and its end after
+    /// signing, and a buyer sees every run made under the challenge.
+    #[arg(long, value_name = "HEX|FILE", value_parser = parse_challenge)]
     challenge: Option<Challenge>,
     /// Send at most this many requests; cases cut short are inconclusive.
     #[arg(long, value_name = "N")]
@@ -429,6 +463,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Sim(args) => sim(args),
         Command::Keygen { out } => keygen(&out),
+        Command::Challenge { log, log_key, out } => challenge(log.as_deref(), log_key.as_deref(), &out),
+        Command::Runs { challenge, reports } => runs(&challenge, &reports),
         Command::Render {
             envelope,
             key,
@@ -449,10 +485,11 @@ fn main() -> ExitCode {
             policy,
             svr,
             svr_key,
+            disclosed,
         } => {
             let policy = match policy
                 .as_deref()
-                .map(|p| Buyer::load(p, svr, svr_key.as_deref()))
+                .map(|p| Buyer::load(p, svr, svr_key.as_deref(), disclosed))
                 .transpose()
             {
                 Ok(p) => p,
@@ -461,11 +498,27 @@ fn main() -> ExitCode {
                     return ExitCode::from(exit::SETUP_ERROR);
                 }
             };
+            // The policy's challenge file stands for --challenge; given both, they agree.
+            let from_policy = policy.as_ref().and_then(|b| b.log.as_ref()).map(|l| Challenge {
+                nonce: l.nonce.clone(),
+                log: l.challenge.log.clone(),
+            });
+            let challenge = match (challenge, from_policy) {
+                (Some(given), Some(policy)) if given.nonce != policy.nonce => {
+                    tell!("error: --challenge is not the challenge the policy's [log] names");
+                    return ExitCode::from(exit::SETUP_ERROR);
+                }
+                (Some(given), Some(policy)) => Some(Challenge {
+                    log: given.log.or(policy.log),
+                    ..given
+                }),
+                (given, policy) => given.or(policy),
+            };
             verify(
                 &envelope,
                 key.as_deref(),
                 transcript.as_deref(),
-                challenge.as_ref().map(|c| c.0.as_slice()),
+                challenge.as_ref(),
                 policy.as_ref(),
             )
         }
@@ -504,7 +557,8 @@ fn run(args: RunArgs) -> u8 {
         out: args.out,
         key: args.key,
         suite: args.suite,
-        challenge: args.challenge.map(|c| c.0),
+        log: args.challenge.as_ref().and_then(|c| c.log.clone()),
+        challenge: args.challenge.map(|c| c.nonce),
         budget: tenantcheck::session::Budget {
             requests: args.budget_requests,
             prompt_tokens: args.budget_prompt_tokens,
@@ -744,15 +798,134 @@ fn keygen(out: &Path) -> u8 {
     }
 }
 
-/// A buyer's challenge, as bytes.
+/// `tenantcheck challenge`.
+fn challenge(log: Option<&str>, log_key: Option<&Path>, out: &Path) -> u8 {
+    let key_pem = match log_key.map(std::fs::read_to_string).transpose() {
+        Ok(k) => k,
+        Err(e) => {
+            tell!(
+                "error: {}: {e}",
+                log_key.map(Path::display).map(|d| d.to_string()).unwrap_or_default()
+            );
+            return exit::SETUP_ERROR;
+        }
+    };
+    let issued = match tenantcheck::rekor::issue(log.zip(key_pem.as_deref())) {
+        Ok(c) => c,
+        Err(e) => {
+            tell!("error: {e}");
+            return exit::SETUP_ERROR;
+        }
+    };
+    let text = serde_json::to_string_pretty(&issued).expect("a challenge serialises") + "\n";
+    if let Err(e) = std::fs::write(out, text) {
+        tell!("error: {}: {e}", out.display());
+        return exit::SETUP_ERROR;
+    }
+    say!("wrote {} (nonce {})", out.display(), issued.nonce);
+    if let Some(l) = &issued.log {
+        let size = tenantcheck::tlog::parse_checkpoint(&l.pinned_checkpoint)
+            .map(|c| c.size())
+            .unwrap_or(0);
+        say!(
+            "log {} at {}: pinned at its checkpoint of {size} entries",
+            l.origin,
+            l.url
+        );
+    }
+    exit::SUCCESS
+}
+
+/// `tenantcheck runs`.
+fn runs(challenge_path: &Path, reports: &[PathBuf]) -> u8 {
+    let challenge = match std::fs::read(challenge_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| tenantcheck::tlog::Challenge::parse(&b).map_err(|e| e.to_string()))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tell!("error: {}: {e}", challenge_path.display());
+            return exit::SETUP_ERROR;
+        }
+    };
+    // The reports' start statements, by their digest as the log holds it.
+    let mut disclosed = std::collections::HashMap::new();
+    for path in reports {
+        match tenantcheck::rekor::disclosed_start(path) {
+            Ok(Some(digest)) => {
+                disclosed.insert(digest, path.clone());
+            }
+            Ok(None) => say!("note: {} records no start entry: it was not logged", path.display()),
+            Err(e) => {
+                tell!("error: {}: {e}", path.display());
+                return exit::SETUP_ERROR;
+            }
+        }
+    }
+    let (runs, size) = match tenantcheck::rekor::runs(&challenge) {
+        Ok(r) => r,
+        // The log answered, and what it answered does not hold together.
+        Err(
+            e @ tenantcheck::rekor::RekorError::Proof {
+                source: tenantcheck::tlog::LogError::Fork { .. },
+                ..
+            },
+        ) => {
+            say!("FAILED: {e}");
+            tell!("error: {e}");
+            return exit::FAILED;
+        }
+        Err(e) => {
+            tell!("error: {e}");
+            return exit::SETUP_ERROR;
+        }
+    };
+    let log = challenge.log.as_ref().expect("runs() needs a log");
+    let pinned = tenantcheck::tlog::parse_checkpoint(&log.pinned_checkpoint)
+        .map(|c| c.size())
+        .unwrap_or(0);
+    say!(
+        "log {}: entries {pinned} to {size} read and checked against its checkpoint; the pinned tree of {pinned} is a prefix of it",
+        log.origin
+    );
+    let mut hidden = 0;
+    for run in &runs {
+        let end = match &run.end {
+            Some((index, verdict)) => format!("ended {verdict} (entry {index})"),
+            None => "never ended".to_owned(),
+        };
+        match disclosed.get(&run.start_digest) {
+            Some(path) => say!(
+                "run started at entry {}: {end}; disclosed: {}",
+                run.start_index,
+                path.display()
+            ),
+            None => {
+                hidden += 1;
+                say!("run started at entry {}: {end}; NOT DISCLOSED", run.start_index);
+            }
+        }
+    }
+    say!(
+        "{}",
+        tenantcheck::tlog::disclosure_line(&runs, |r| disclosed.contains_key(&r.start_digest))
+    );
+    if hidden > 0 { exit::FAILED } else { exit::SUCCESS }
+}
+
+/// A buyer's challenge: a hex nonce, or a challenge file (`tenantcheck challenge`)
+/// that may name a transparency log.
 #[derive(Clone, Debug)]
-struct Challenge(Vec<u8>);
+struct Challenge {
+    nonce: Vec<u8>,
+    log: Option<tenantcheck::tlog::ChallengeLog>,
+}
 
 fn verify_bundle(
     path: &Path,
     bytes: &[u8],
     key_path: Option<&Path>,
-    challenge: Option<&[u8]>,
+    challenge: Option<&Challenge>,
     policy: Option<&Buyer>,
 ) -> u8 {
     let key = match key_path.map(key::read_public).transpose() {
@@ -765,16 +938,28 @@ fn verify_bundle(
     if key.is_none() {
         say!("note: no --key given: the key inside the bundle is used, which shows integrity, not who signed");
     }
-    match tenantcheck::bundle::verify(bytes, key.as_ref(), challenge, |c| say!("ok: {c}")) {
+    match tenantcheck::bundle::verify(bytes, key.as_ref(), challenge.map(|c| c.nonce.as_slice()), |c| {
+        say!("ok: {c}")
+    }) {
         Ok(b) => {
             let r = b.report.report();
+            if let Some(log) = challenge.and_then(|c| c.log.as_ref()) {
+                let opened = tenantcheck::bundle::open(bytes).ok();
+                let end = opened
+                    .as_ref()
+                    .map(|o| o.file(tenantcheck::tlog::END_FILE))
+                    .filter(|f| !f.is_empty());
+                if let Err(code) = check_log(path, &bundle_envelope(bytes), r, log, end) {
+                    return code;
+                }
+            }
             say!(
                 "verified: bundle {} signed by {}: verdict {}",
                 path.display(),
                 b.report.key_id(),
                 r.verdict_line()
             );
-            judge_policy(r, b.report.key_id(), bundle_envelope(bytes), policy)
+            judge_policy(r, b.report.key_id(), key.as_ref(), bundle_envelope(bytes), policy)
         }
         Err(e) => {
             say!("FAILED: {e}");
@@ -829,16 +1014,69 @@ struct Buyer {
     /// The policy file's name and bytes, named by digest in the summary.
     file: (String, Vec<u8>),
     svr: Option<(PathBuf, ed25519_dalek::SigningKey)>,
+    /// The policy's `[log]`: its challenge file, read.
+    log: Option<LogPolicy>,
+}
+
+/// A policy's `[log]`, its challenge file read, with the reports disclosed beside the
+/// one verified (`--disclosed`).
+struct LogPolicy {
+    challenge: tenantcheck::tlog::Challenge,
+    nonce: Vec<u8>,
+    all_runs_disclosed: bool,
+    disclosed: Vec<PathBuf>,
 }
 
 impl Buyer {
     /// Reads a buyer's policy: TOML errors name the line and the field; values out of
     /// range name the fix. The summary's key is read now, so a bad one stops before any
     /// check.
-    fn load(path: &Path, svr: Option<PathBuf>, svr_key: Option<&Path>) -> Result<Buyer, String> {
+    fn load(
+        path: &Path,
+        svr: Option<PathBuf>,
+        svr_key: Option<&Path>,
+        disclosed: Vec<PathBuf>,
+    ) -> Result<Buyer, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let text = String::from_utf8(bytes.clone()).map_err(|e| format!("policy {}: {e}", path.display()))?;
         let policy = parse_policy(path, &text)?;
+        let log = match &policy.log {
+            None if !disclosed.is_empty() => {
+                return Err(format!(
+                    "--disclosed needs a policy with a [log] table; {} has none",
+                    path.display()
+                ));
+            }
+            None => None,
+            Some(rule) => {
+                let file = path.parent().unwrap_or(Path::new(".")).join(&rule.challenge);
+                let fix = "fix: name the file `tenantcheck challenge --log URL --log-key FILE --out FILE` wrote";
+                let challenge = std::fs::read(&file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| tenantcheck::tlog::Challenge::parse(&b).map_err(|e| e.to_string()))
+                    .map_err(|e| {
+                        format!(
+                            "policy {}: field `log.challenge`: {}: {e}; {fix}",
+                            path.display(),
+                            file.display()
+                        )
+                    })?;
+                if challenge.log.is_none() {
+                    return Err(format!(
+                        "policy {}: field `log.challenge`: {} names no log; {fix}",
+                        path.display(),
+                        file.display()
+                    ));
+                }
+                let nonce = challenge.nonce_bytes().map_err(|e| e.to_string())?;
+                Some(LogPolicy {
+                    challenge,
+                    nonce,
+                    all_runs_disclosed: rule.all_runs_disclosed,
+                    disclosed,
+                })
+            }
+        };
         let svr = match (svr, svr_key) {
             (Some(out), Some(k)) => Some((out, key::read_private(k).map_err(|e| e.to_string())?)),
             _ => None,
@@ -850,6 +1088,7 @@ impl Buyer {
             policy,
             file: (name, bytes),
             svr,
+            log,
         })
     }
 }
@@ -913,6 +1152,88 @@ fn parse_policy(path: &Path, text: &str) -> Result<tenantcheck::policy::Policy, 
     Ok(policy)
 }
 
+/// A policy's `[log]` requirements: the run entered the challenge's log after the
+/// pinned checkpoint, and (`all_runs_disclosed`) every run the log holds under the
+/// challenge is this one or a disclosed one that verifies with `key`.
+fn log_requirements(
+    report: &report::Report,
+    key: Option<&ed25519_dalek::VerifyingKey>,
+    envelope: &[u8],
+    log: &LogPolicy,
+) -> Vec<tenantcheck::policy::Requirement> {
+    use tenantcheck::policy::Requirement;
+    use tenantcheck::tlog;
+    let log_config = log
+        .challenge
+        .log
+        .as_ref()
+        .expect("Buyer::load keeps challenges with a log");
+    let entered = tlog::check_logged(
+        log_config,
+        report.run_secret.log.as_ref(),
+        envelope,
+        report.verdict.label(),
+        None,
+    );
+    let mut out = vec![Requirement {
+        name: format!(
+            "log: the run entered {} after the challenge's pinned checkpoint",
+            log_config.origin
+        ),
+        met: entered.is_ok(),
+        figure: match &entered {
+            Ok(l) => format!("start entry {}", l.start.index),
+            Err(e) => e.to_string(),
+        },
+    }];
+    if !log.all_runs_disclosed {
+        return out;
+    }
+    let name = "log: every run under the challenge disclosed".to_owned();
+    let mut digests: std::collections::HashSet<String> = report
+        .run_secret
+        .log
+        .iter()
+        .map(|s| tlog::start_digest(&s.statement))
+        .collect();
+    for path in &log.disclosed {
+        let opened = std::fs::read(path).map_err(|e| e.to_string()).and_then(|bytes| {
+            let key = key.ok_or("give --key: the disclosed reports are verified with it")?;
+            report::verify(&bytes, key, None, Some(&log.nonce), |_| {}).map_err(|e| e.to_string())
+        });
+        match opened {
+            Ok(v) => digests.extend(
+                v.report()
+                    .run_secret
+                    .log
+                    .iter()
+                    .map(|s| tlog::start_digest(&s.statement)),
+            ),
+            Err(e) => {
+                out.push(Requirement {
+                    name,
+                    met: false,
+                    figure: format!("{} does not verify: {e}", path.display()),
+                });
+                return out;
+            }
+        }
+    }
+    out.push(match tenantcheck::rekor::runs(&log.challenge) {
+        Ok((runs, _)) => Requirement {
+            name,
+            met: runs.iter().all(|r| digests.contains(&r.start_digest)),
+            figure: tlog::disclosure_line(&runs, |r| digests.contains(&r.start_digest)),
+        },
+        Err(e) => Requirement {
+            name,
+            met: false,
+            figure: format!("the log could not be read: {e}"),
+        },
+    });
+    out
+}
+
 /// The report envelope inside a bundle that verified.
 fn bundle_envelope(bundle: &[u8]) -> Vec<u8> {
     tenantcheck::bundle::open(bundle)
@@ -923,14 +1244,23 @@ fn bundle_envelope(bundle: &[u8]) -> Vec<u8> {
 /// Judges a verified report against the buyer's policy, if one was given: every
 /// requirement printed met or unmet with its figure; [`exit::POLICY_UNMET`] when one is
 /// unmet. An accepted report gets the buyer's signed Verification Summary when asked.
-fn judge_policy(report: &report::Report, key_id: &str, envelope: impl AsRef<[u8]>, buyer: Option<&Buyer>) -> u8 {
+fn judge_policy(
+    report: &report::Report,
+    key_id: &str,
+    key: Option<&ed25519_dalek::VerifyingKey>,
+    envelope: impl AsRef<[u8]>,
+    buyer: Option<&Buyer>,
+) -> u8 {
     let Some(buyer) = buyer else {
         return exit::SUCCESS;
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let judged = tenantcheck::policy::evaluate(report, key_id, &buyer.policy, now);
+    let mut judged = tenantcheck::policy::evaluate(report, key_id, &buyer.policy, now);
+    if let Some(log) = &buyer.log {
+        judged.extend(log_requirements(report, key, envelope.as_ref(), log));
+    }
     let unmet = judged.iter().filter(|r| !r.met).count();
     for r in &judged {
         say!(
@@ -979,10 +1309,22 @@ fn judge_policy(report: &report::Report, key_id: &str, envelope: impl AsRef<[u8]
 }
 
 fn parse_challenge(text: &str) -> Result<Challenge, String> {
-    match report::unhex(text) {
-        Some(b) if !b.is_empty() && b.len() <= 64 => Ok(Challenge(b)),
-        _ => Err("write the challenge as 2 to 128 hex digits (1 to 64 bytes)".to_owned()),
+    if let Some(nonce) = report::unhex(text) {
+        return match nonce.len() {
+            1..=64 => Ok(Challenge { nonce, log: None }),
+            _ => Err("write the challenge as 2 to 128 hex digits (1 to 64 bytes), or give a challenge file".to_owned()),
+        };
     }
+    let path = Path::new(text);
+    let bytes = std::fs::read(path).map_err(|e| {
+        format!("{text} is neither hex (a nonce of 1 to 64 bytes) nor a challenge file that can be read ({e})")
+    })?;
+    let challenge = tenantcheck::tlog::Challenge::parse(&bytes).map_err(|e| format!("{text}: {e}"))?;
+    let nonce = challenge.nonce_bytes().map_err(|e| format!("{text}: {e}"))?;
+    Ok(Challenge {
+        nonce,
+        log: challenge.log,
+    })
 }
 
 /// `tenantcheck diff`: both reports verified with their transcripts, then compared.
@@ -1086,9 +1428,10 @@ fn verify(
     envelope: &Path,
     key_path: Option<&Path>,
     transcript: Option<&Path>,
-    challenge: Option<&[u8]>,
+    challenge: Option<&Challenge>,
     policy: Option<&Buyer>,
 ) -> u8 {
+    let log = challenge.and_then(|c| c.log.as_ref());
     let bytes = match std::fs::read(envelope) {
         Ok(b) => b,
         Err(e) => {
@@ -1099,6 +1442,7 @@ fn verify(
     if tenantcheck::bundle::is_bundle(&bytes) {
         return verify_bundle(envelope, &bytes, key_path, challenge, policy);
     }
+    let challenge_nonce = challenge.map(|c| c.nonce.as_slice());
     let Some(key_path) = key_path else {
         tell!("error: --key PUB is needed to verify an envelope (the signer's public key)");
         return exit::SETUP_ERROR;
@@ -1111,8 +1455,71 @@ fn verify(
         }
     };
     let beside = run_dir::Folder::of(envelope, transcript);
-    let opened = tenantcheck::document::open(&bytes, &public, &beside, challenge, |check| say!("ok: {check}"));
+    let opened = tenantcheck::document::open(&bytes, &public, &beside, challenge_nonce, |check| say!("ok: {check}"));
+    if let (Ok(tenantcheck::document::Opened::Report { verified, .. }), Some(log)) = (&opened, log) {
+        let end = std::fs::read(run_dir::beside(envelope, run_dir::LOG_END_FILE));
+        let end = match end {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                tell!("error: {}: {e}", envelope.display());
+                return exit::SETUP_ERROR;
+            }
+            Ok(b) => Some(b),
+        };
+        if let Err(code) = check_log(envelope, &bytes, verified.report(), log, end.as_deref()) {
+            return code;
+        }
+    }
     tell_opened(envelope, &bytes, &public, opened, policy)
+}
+
+/// A verified report's start and end entries held to the log the buyer's challenge
+/// names: its key signed their checkpoints, the end (`end`, the bytes of
+/// log-end.json, when there is one) logs this report.
+fn check_log(
+    envelope: &Path,
+    bytes: &[u8],
+    r: &report::Report,
+    log: &tenantcheck::tlog::ChallengeLog,
+    end: Option<&[u8]>,
+) -> Result<(), u8> {
+    let end: Option<tenantcheck::tlog::EndRecord> = match end.map(serde_json::from_slice).transpose() {
+        Ok(end) => end,
+        Err(e) => {
+            say!("FAILED: {} is not a run's end entry: {e}", run_dir::LOG_END_FILE);
+            return Err(exit::FAILED);
+        }
+    };
+    match tenantcheck::tlog::check_logged(log, r.run_secret.log.as_ref(), bytes, r.verdict.label(), end.as_ref()) {
+        Ok(logged) => {
+            say!(
+                "ok: the log {} signed its checkpoint at tree size {} that includes the run's start (entry {}), after the checkpoint pinned with the challenge",
+                log.origin,
+                logged.start.tree_size,
+                logged.start.index
+            );
+            match logged.end {
+                Some(end) => say!(
+                    "ok: the run's end is entry {} of the log, logging this report's digest and verdict {}",
+                    end.index,
+                    r.verdict.label()
+                ),
+                None => say!(
+                    "not checked: the run's end entry (no {} beside the report; `tenantcheck runs` shows whether the log holds one)",
+                    run_dir::LOG_END_FILE
+                ),
+            }
+            Ok(())
+        }
+        Err(e) => {
+            say!("FAILED: {e}");
+            tell!(
+                "error: {} does not verify against the challenge's log: {e}",
+                envelope.display()
+            );
+            Err(exit::FAILED)
+        }
+    }
 }
 
 /// What `verify` says of a document [`tenantcheck::document::open`] opened (or did
@@ -1137,7 +1544,7 @@ fn tell_opened(
                 verified.key_id(),
                 r.verdict_line()
             );
-            judge_policy(r, verified.key_id(), bytes, policy)
+            judge_policy(r, verified.key_id(), Some(public), bytes, policy)
         }
         Ok(Opened::Summary(v)) => {
             let s = v.summary();

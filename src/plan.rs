@@ -72,6 +72,8 @@ pub fn plan(opts: RunOptions, out: &mut dyn Write) -> Result<RunResult, HarnessE
             vendor: &dry.name,
             secret_commitment: &commitment,
             challenge: None,
+            log_index: None,
+            log_checkpoint: None,
         };
         let path = scratch.join("transcript.jsonl");
         let transcript =

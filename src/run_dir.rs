@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 pub use crate::attestation::TEST_RESULT_FILE;
 pub use crate::report::key::{PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, PUBLIC_KEY_JSON_FILE};
 pub use crate::report::{ENVELOPE_FILE, HTML_FILE, JUNIT_FILE, MARKDOWN_FILE, TRANSCRIPT_FILE};
+pub use crate::tlog::END_FILE as LOG_END_FILE;
 
 /// Where runs go when `--out` is not given: a new folder per run.
 pub const DEFAULT_RUNS_DIR: &str = "reports/runs";

@@ -28,6 +28,10 @@ pub enum Schema {
     Advisory,
     /// A line of the external-command adapter's protocol, either way.
     Command,
+    /// A buyer's challenge file (`tenantcheck challenge`).
+    Challenge,
+    /// A run's end entry in the transparency log (`log-end.json` beside its report).
+    LogEnd,
 }
 
 impl Schema {
@@ -40,6 +44,8 @@ impl Schema {
         Schema::Case,
         Schema::Advisory,
         Schema::Command,
+        Schema::Challenge,
+        Schema::LogEnd,
     ];
 
     /// The kind's name, as on the command line and in `reports/schema/NAME.schema.json`.
@@ -52,6 +58,8 @@ impl Schema {
             Schema::Case => "case",
             Schema::Advisory => "advisory",
             Schema::Command => "command",
+            Schema::Challenge => "challenge",
+            Schema::LogEnd => "log-end",
         }
     }
 
@@ -65,6 +73,8 @@ impl Schema {
             Schema::Advisory => of::<Advisory>(),
             Schema::Case => case(),
             Schema::Command => of::<CommandLine>(),
+            Schema::Challenge => written::<crate::tlog::Challenge>(),
+            Schema::LogEnd => written::<crate::tlog::EndRecord>(),
         };
         schema["$id"] = json!(format!("urn:tenantcheck:schema:{}:v1", self.name()));
         schema

@@ -184,6 +184,8 @@ mod tests {
             vendor: "v",
             secret_commitment: "c",
             challenge: None,
+            log_index: None,
+            log_checkpoint: None,
         };
         let t = Transcript::create(&path, Redactor::new([secret]), &header).unwrap();
         for i in 0..3 {

@@ -83,6 +83,7 @@ Run {} to {} by {} {}; suite digest <code>{}</code>; run secret commitment <code
             .unwrap_or_default()
     );
 
+    let _ = writeln!(h, "<p id=\"log\">{}</p>", escape(&super::logged(report)));
     if let Some(why) = super::incomplete(report) {
         let _ = writeln!(h, "<p><b>Incomplete</b>: {}</p>", escape(&why));
     }

@@ -56,6 +56,19 @@ pub(crate) fn incomplete(report: &Report) -> Option<String> {
     }
 }
 
+/// Whether the run entered a transparency log, in words: a reader of a report that was
+/// not logged learns that other runs under its challenge cannot be counted.
+fn logged(report: &Report) -> String {
+    match &report.run_secret.log {
+        Some(start) => format!(
+            "The run's start is entry {} of the transparency log {}, logged before its first request; tenantcheck runs --challenge lists every run under its challenge.",
+            start.entry.log_index, start.origin
+        ),
+        None => "The run was not logged in a transparency log: other runs made under its challenge cannot be counted."
+            .to_owned(),
+    }
+}
+
 /// The report as Markdown: verdict, one row per case, the first findings, how to verify.
 pub fn markdown(report: &Report, key_id: &str) -> String {
     let mut out = String::new();
@@ -81,6 +94,7 @@ pub fn markdown(report: &Report, key_id: &str) -> String {
         md(&report.tool.name),
         md(&report.tool.version)
     );
+    let _ = writeln!(out, "{}\n", md(&logged(report)));
     if let Some(why) = incomplete(report) {
         let _ = writeln!(out, "**Incomplete**: {}\n", md(&why));
     }

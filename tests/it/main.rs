@@ -23,3 +23,4 @@ mod policy;
 mod provenance;
 mod run;
 mod side_channels;
+mod transparency;

@@ -358,3 +358,64 @@ fn the_run_attests_an_in_toto_test_result_and_an_accepted_report_gets_the_buyers
         "{stderr}"
     );
 }
+
+/// A policy's `[log]` and a challenge file are read before anything is verified, and
+/// each mistake names the field, the file and the fix.
+#[test]
+fn a_policy_log_table_and_a_challenge_file_that_cannot_be_used_are_named() {
+    let tmp = TempDir::new("policy-log");
+    let verify = |args: &[&str]| {
+        let mut cmd = tenantcheck();
+        cmd.arg("verify")
+            .arg(tmp.path().join("report.dsse.json"))
+            .args(["--key", "unused.pem"])
+            .args(args);
+        output(&mut cmd)
+    };
+    let policy = |name: &str, text: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+
+    let missing = policy("missing.toml", "[log]\nchallenge = \"nowhere.json\"\n");
+    let (code, _, stderr) = verify(&["--policy", &missing]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("field `log.challenge`") && stderr.contains("nowhere.json") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+
+    // A challenge without a log: a nonce alone cannot say how many runs were made.
+    let (code, stdout, stderr) = output(
+        tenantcheck()
+            .arg("challenge")
+            .arg("--out")
+            .arg(tmp.path().join("bare.json")),
+    );
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let bare = policy(
+        "bare.toml",
+        "[log]\nchallenge = \"bare.json\"\nall_runs_disclosed = true\n",
+    );
+    let (code, _, stderr) = verify(&["--policy", &bare]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("names no log"), "{stderr}");
+
+    let plain = policy("plain.toml", "[run]\nmodel = \"sim-1\"\n");
+    let (code, _, stderr) = verify(&["--policy", &plain, "--disclosed", "other.dsse.json"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--disclosed needs a policy with a [log] table"),
+        "{stderr}"
+    );
+
+    let garbage = tmp.path().join("garbage.json");
+    std::fs::write(&garbage, "{\"format\": \"something else\"}").unwrap();
+    let (code, _, stderr) = verify(&["--challenge", &garbage.display().to_string()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not a challenge file"), "{stderr}");
+    let (code, _, stderr) = verify(&["--challenge", "no-such-file"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("neither hex"), "{stderr}");
+}

@@ -59,6 +59,21 @@ impl RunSecret {
         RunSecret(h.finalize().into())
     }
 
+    /// The secret of a run that entered a transparency log: as [`RunSecret::derive`],
+    /// with the start entry's log index and the root hash of the checkpoint that
+    /// includes it mixed in. That root could not be known before the entry was logged,
+    /// so no canary, prompt or request of the run could have been made before it.
+    pub fn derive_logged(seed: &[u8; 32], challenge: &[u8], log_index: u64, root: &[u8; 32]) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"tenantcheck/run-secret/v2-logged\0");
+        h.update(seed);
+        h.update((challenge.len() as u64).to_be_bytes());
+        h.update(challenge);
+        h.update(log_index.to_be_bytes());
+        h.update(root);
+        RunSecret(h.finalize().into())
+    }
+
     /// A secret from its hex form (as revealed in a report).
     pub fn from_hex(hex: &str) -> Option<Self> {
         if hex.len() != 64 || !hex.is_ascii() {

@@ -32,6 +32,8 @@
 //! - [`attestation`]: the in-toto Test Result of a run and a buyer's Verification
 //!   Summary, the predicates generic supply-chain tooling reads;
 //! - [`policy`]: what a buyer accepts as evidence, judged requirement by requirement;
+//! - [`tlog`]: a run's start and end in a transparency log (Sigstore Rekor v2), checked
+//!   offline, and every run under a buyer's challenge read from the log's tiles;
 //! - [`shard`]: a run's share of the suite (`run --partition`) and the signed summary
 //!   over many reports (`tenantcheck merge`), re-derived by `verify_summary`.
 //!
@@ -62,6 +64,7 @@ pub mod report;
 pub mod scan;
 pub mod shard;
 pub mod threat;
+pub mod tlog;
 pub mod tokenizer;
 pub mod transcript;
 pub mod version;
@@ -75,6 +78,17 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
+}
+
+/// Bytes from hex, or `None` when the text is not hex.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
 }
 
 /// SHA-256 of `bytes`, hex-encoded.

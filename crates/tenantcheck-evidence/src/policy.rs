@@ -6,7 +6,9 @@
 //! run (skipped only for reasons the buyer allows), the verdicts allowed, the coverage
 //! (share of the advertised context reached, power, node coverage), the model and
 //! context that must have been tested, the report's age, the buyer's challenge, the
-//! keys trusted, and the declared facts and questionnaire answers required. Every
+//! keys trusted, the declared facts and questionnaire answers required, and (`[log]`)
+//! the transparency log every run under the challenge entered, all of them disclosed
+//! (judged by the tenantcheck package, which reads the log). Every
 //! requirement is printed as met or unmet with the figure it was judged on; one unmet
 //! requirement rejects the report.
 //!
@@ -43,6 +45,26 @@ pub struct Policy {
     /// What the vendor must have declared.
     #[serde(default)]
     pub declared: DeclaredRule,
+    /// The transparency log every run under the buyer's challenge must enter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogRule>,
+}
+
+/// The transparency log every run under the buyer's challenge must enter, and whether
+/// every run it holds must be disclosed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LogRule {
+    /// The challenge file the buyer issued (`tenantcheck challenge --log`), relative to
+    /// the policy: the nonce, the log, its key and the checkpoint pinned with it. The
+    /// run must have mixed in its nonce and entered the log after the pinned checkpoint.
+    pub challenge: String,
+    /// Accept only when every run the log holds under the challenge is this report's or
+    /// one of the reports given with `verify --disclosed`: a vendor that ran until one
+    /// run passed cannot hand over that one alone.
+    #[serde(default)]
+    pub all_runs_disclosed: bool,
 }
 
 /// The suite and tool that must have run.

@@ -39,6 +39,12 @@ pub struct Header<'a> {
     /// The buyer's challenge (hex) mixed into the run secret, if one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub challenge: Option<&'a str>,
+    /// The run's start entry's index in the transparency log, logged before this line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_index: Option<u64>,
+    /// The log's checkpoint (a signed note) that includes the start entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_checkpoint: Option<&'a str>,
 }
 
 /// One line of a transcript, as read back: the one reader every consumer uses.
@@ -52,6 +58,12 @@ pub enum Line {
         /// The buyer's challenge (hex), if one was given.
         #[serde(default)]
         challenge: Option<String>,
+        /// The start entry's index in the transparency log.
+        #[serde(default)]
+        log_index: Option<u64>,
+        /// The checkpoint that includes it.
+        #[serde(default)]
+        log_checkpoint: Option<String>,
     },
     /// One request and what came back.
     Exchange {

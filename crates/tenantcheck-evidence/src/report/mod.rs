@@ -294,6 +294,10 @@ pub struct RunSecretRecord {
     /// The buyer's challenge (hex) mixed into the secret, if one was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub challenge: Option<String>,
+    /// The run's start entry in the transparency log the challenge names; the secret
+    /// then mixes in its log index and checkpoint root. `None`: the run was not logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<crate::tlog::StartRecord>,
 }
 
 /// The transcript a report rests on.
@@ -596,6 +600,9 @@ pub enum VerifyError {
     /// The revealed run secret does not derive from the recorded seed and challenge.
     #[error("the revealed run secret does not derive from the recorded seed and challenge")]
     SecretDerivation,
+    /// The run's start entry in the transparency log is not this run's.
+    #[error("the run's start entry in the transparency log: {0}")]
+    LogStart(String),
     /// The report was not made for the challenge the verifier gave.
     #[error("the report was made for challenge {}, not {expected}", found.as_deref().unwrap_or("none"))]
     Challenge {
@@ -641,6 +648,7 @@ pub enum VerifyError {
 ///         revealed: secret.to_hex(),
 ///         seed: "07".repeat(32),
 ///         challenge: Some(tenantcheck_evidence::hex(b"buyer-nonce")),
+///         log: None,
 ///     },
 ///     transcript: TranscriptRecord {
 ///         file: report::TRANSCRIPT_FILE.into(),
@@ -705,13 +713,40 @@ pub fn verify(
         Some(c) => Some(unhex(c).ok_or(VerifyError::SecretDerivation)?),
         None => None,
     };
-    let derived = seed.map(|s| RunSecret::derive(&s, recorded_challenge.as_deref().unwrap_or_default()));
+    let derived = match (seed, &rs.log) {
+        (Some(seed), Some(start)) => {
+            let included = check_start(&report, start, &seed, key)?;
+            on_check(format!(
+                "the run's start is entry {} of the log {} (its inclusion proof leads to the root of the log's checkpoint of {} entries) and commits to this run's challenge, seed, profile, suite, tool version and signing key",
+                included.index, start.origin, included.tree_size
+            ));
+            let challenge = recorded_challenge.as_deref().unwrap_or_default();
+            Some(RunSecret::derive_logged(
+                &seed,
+                challenge,
+                included.index,
+                &included.root,
+            ))
+        }
+        (Some(seed), None) => Some(RunSecret::derive(
+            &seed,
+            recorded_challenge.as_deref().unwrap_or_default(),
+        )),
+        (None, _) => None,
+    };
     if derived.as_ref() != Some(&revealed) {
-        return Err(VerifyError::SecretDerivation);
+        return Err(match &rs.log {
+            Some(start) => VerifyError::LogStart(format!(
+                "the revealed run secret does not derive from where the log put it (entry {}): the run's canaries and prompts were made before that entry was logged, or without it",
+                start.entry.log_index
+            )),
+            None => VerifyError::SecretDerivation,
+        });
     }
-    on_check(
-        "the revealed run secret matches its commitment and derives from the recorded seed and challenge".to_owned(),
-    );
+    on_check(match rs.log {
+        Some(_) => "the revealed run secret matches its commitment and derives from the recorded seed, the challenge and where the log put the start entry, so no request of the run was made before it was logged".to_owned(),
+        None => "the revealed run secret matches its commitment and derives from the recorded seed and challenge".to_owned(),
+    });
     if let Some(expected) = challenge {
         if recorded_challenge.as_deref() != Some(expected) {
             return Err(VerifyError::Challenge {
@@ -750,11 +785,18 @@ pub fn verify(
             let Some(crate::transcript::Line::Header {
                 secret_commitment,
                 challenge,
+                log_index,
+                log_checkpoint,
             }) = header
             else {
                 return Err(VerifyError::TranscriptHeader);
             };
-            if secret_commitment != report.run_secret.commitment || challenge != report.run_secret.challenge {
+            let log = report.run_secret.log.as_ref();
+            if secret_commitment != report.run_secret.commitment
+                || challenge != report.run_secret.challenge
+                || log_index != log.map(|l| l.entry.log_index)
+                || log_checkpoint.as_ref() != log.map(|l| &l.entry.checkpoint)
+            {
                 return Err(VerifyError::TranscriptHeader);
             }
             on_check("the transcript's first line commits to the same run secret and challenge".to_owned());
@@ -825,13 +867,53 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// Bytes from hex, or `None` when the text is not hex.
-pub fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.is_ascii() {
-        return None;
+/// Checks that a logged run's start entry is this run's: its statement names the
+/// report's challenge, seed, profile, suite, tool version and signing key, and the entry
+/// logs that statement, signed with the challenge's start key, in the tree of its
+/// checkpoint. The checkpoint's signature is checked against the log key the buyer
+/// trusts, by whoever holds it ([`crate::tlog::LogKey::verify_checkpoint`]).
+fn check_start(
+    report: &Report,
+    start: &crate::tlog::StartRecord,
+    seed: &[u8; 32],
+    key: &VerifyingKey,
+) -> Result<crate::tlog::Included, VerifyError> {
+    use crate::tlog::{START_TYPE, entry_key, profile_sha256, seed_commitment, statement_bytes};
+    let s = &start.statement;
+    let wrong = |what: &str| Err(VerifyError::LogStart(format!("it does not name this run's {what}")));
+    if s.kind != START_TYPE {
+        return Err(VerifyError::LogStart(format!(
+            "its statement is a {:?}, not {START_TYPE}",
+            s.kind
+        )));
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
+    if Some(&s.challenge) != report.run_secret.challenge.as_ref() {
+        return wrong("challenge");
+    }
+    if s.seed_commitment != seed_commitment(seed) {
+        return wrong("seed");
+    }
+    if s.profile_sha256 != profile_sha256(&report.vendor.source, &report.vendor.profile) {
+        return wrong("vendor profile");
+    }
+    if s.suite_sha256 != report.suite.digest {
+        return wrong("suite");
+    }
+    if s.tool_version != report.tool.version {
+        return wrong("tool version");
+    }
+    if s.run_key != crate::hex(key.as_bytes()) {
+        return wrong("signing key");
+    }
+    let challenge = unhex(&s.challenge).unwrap_or_default();
+    start
+        .entry
+        .check(
+            "run start",
+            &statement_bytes(s),
+            &entry_key(&challenge, "start").verifying_key(),
+        )
+        .map_err(|e| VerifyError::LogStart(e.to_string()))
 }
+
+pub use crate::unhex;
