@@ -790,8 +790,7 @@ fn entries(
     let mut bundle = from / width;
     while bundle * width < to {
         let count = (to - bundle * width).min(width);
-        let path = tile_path("entries", bundle, count, width);
-        let data = source.fetch(&path).map_err(LogError::Tiles)?;
+        let (path, data) = fetch_tile(source, "entries", bundle, count).map_err(LogError::Tiles)?;
         let mut rest = data.as_slice();
         for i in 0..count {
             let index = bundle * width + i;
@@ -820,6 +819,25 @@ fn entries(
         bundle += 1;
     }
     Ok(out)
+}
+
+/// Tile `index` of `level` with at least `count` entries, and its path: the partial tile
+/// of that width, else the full one (C2SP tlog-tiles lets a log delete a partial tile
+/// once the full one is published; a full tile begins with every partial one).
+fn fetch_tile(source: &dyn TileSource, level: &str, index: u64, count: u64) -> Result<(String, Vec<u8>), String> {
+    let width = 1u64 << TILE_HEIGHT;
+    let path = tile_path(level, index, count, width);
+    match source.fetch(&path) {
+        Ok(data) => Ok((path, data)),
+        Err(_) if count < width => {
+            let full = tile_path(level, index, width, width);
+            source
+                .fetch(&full)
+                .map(|data| (full, data))
+                .map_err(|e| format!("{path} and {e}"))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A C2SP tlog-tiles path: `tile/{level}/{index as x001/234}[.p/{width}]`.
@@ -852,10 +870,13 @@ impl tlog_tiles::TileReader for Tiles<'_> {
         tiles
             .iter()
             .map(|t| {
-                let width = 1u64 << TILE_HEIGHT;
-                let path = tile_path(&t.level().to_string(), t.level_index(), u64::from(t.width()), width);
-                let data = self.source.fetch(&path).map_err(|_| tlog_tiles::Error::InvalidTile)?;
-                // A full tile stands for every partial one of the same index.
+                let (_, data) = fetch_tile(
+                    self.source,
+                    &t.level().to_string(),
+                    t.level_index(),
+                    u64::from(t.width()),
+                )
+                .map_err(|_| tlog_tiles::Error::InvalidTile)?;
                 let need = t.width() as usize * tlog_tiles::HASH_SIZE;
                 if data.len() < need {
                     return Err(tlog_tiles::Error::InvalidTile);
@@ -989,16 +1010,29 @@ mod tests {
     }
 
     impl TileSource for MemLog {
+        /// Every tile of the current tree, as a log keeps them: full tiles, and the one
+        /// partial tile at the right edge (the partial ones before it deleted).
         fn fetch(&self, path: &str) -> Result<Vec<u8>, String> {
-            let size = self.bodies.len();
-            if path == tile_path("0", 0, size as u64, 256) {
-                let hashes = self.hashes.borrow();
-                let leaves = (0..size as u64).map(|i| hashes[tlog_tiles::stored_hash_index(0, i) as usize]);
-                return Ok(leaves.flat_map(|h| h.0).collect());
+            let size = self.bodies.len() as u64;
+            let hashes = self.hashes.borrow();
+            for level in 0..3u8 {
+                let leaves = size >> (8 * u32::from(level));
+                for index in 0..=leaves / 256 {
+                    let count = (leaves - index * 256).min(256);
+                    if count == 0 || path != tile_path(&level.to_string(), index, count, 256) {
+                        continue;
+                    }
+                    let at = |i: u64| hashes[tlog_tiles::stored_hash_index(8 * level, index * 256 + i) as usize];
+                    return Ok((0..count).flat_map(|i| at(i).0).collect());
+                }
             }
-            if path == tile_path("entries", 0, size as u64, 256) {
+            for index in 0..=size / 256 {
+                let count = (size - index * 256).min(256);
+                if count == 0 || path != tile_path("entries", index, count, 256) {
+                    continue;
+                }
                 let mut out = Vec::new();
-                for body in &self.bodies {
+                for body in &self.bodies[(index * 256) as usize..(index * 256 + count) as usize] {
                     out.extend_from_slice(&(body.len() as u16).to_be_bytes());
                     out.extend_from_slice(body);
                 }
@@ -1138,6 +1172,53 @@ mod tests {
         }
         let err = runs_under(nonce, &pinned, &latest, &Lying(&log)).unwrap_err();
         assert!(err.to_string().contains("is not the log's leaf"), "{err}");
+    }
+
+    #[test]
+    fn runs_are_read_across_full_tiles_and_past_deleted_partial_ones() {
+        let nonce = b"\x05";
+        let mut log = MemLog::new("log.example", 4);
+        for i in 0..300u32 {
+            log.append(&entry_request(&i.to_be_bytes(), &entry_key(b"x", "start")));
+        }
+        // Pinned at 300: the tile 0/001.p/44 of then is gone once the log has grown.
+        let pinned = parse_checkpoint(&log.checkpoint()).unwrap();
+        let mut starts = Vec::new();
+        for i in 0..4u8 {
+            let mut s = start("05");
+            s.seed_commitment = seed_commitment(&[i; 32]);
+            starts.push(log.append(&entry_request(&statement_bytes(&s), &entry_key(nonce, "start"))));
+            for j in 0..100u32 {
+                log.append(&entry_request(
+                    &(j + 1000 * u32::from(i)).to_be_bytes(),
+                    &entry_key(b"x", "start"),
+                ));
+            }
+        }
+        assert!(log.bodies.len() > 2 * 256);
+        let latest = parse_checkpoint(&log.checkpoint()).unwrap();
+        let runs = runs_under(nonce, &pinned, &latest, &log).unwrap();
+        assert_eq!(runs.iter().map(|r| r.start_index).collect::<Vec<_>>(), starts);
+    }
+
+    #[test]
+    fn a_partial_tile_the_log_deleted_is_read_from_the_full_one() {
+        struct FullOnly;
+        impl TileSource for FullOnly {
+            fn fetch(&self, path: &str) -> Result<Vec<u8>, String> {
+                match path {
+                    "tile/0/001" => Ok(vec![7; 256 * 32]),
+                    _ => Err(format!("{path}: not found")),
+                }
+            }
+        }
+        let (path, data) = fetch_tile(&FullOnly, "0", 1, 5).unwrap();
+        assert_eq!((path.as_str(), data.len()), ("tile/0/001", 256 * 32));
+        let err = fetch_tile(&FullOnly, "0", 2, 5).unwrap_err();
+        assert!(
+            err.contains("tile/0/002.p/5") && err.contains("tile/0/002: not found"),
+            "{err}"
+        );
     }
 
     #[test]
