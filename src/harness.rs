@@ -523,7 +523,7 @@ impl Drawn {
         ))?;
         let _ = writeln!(
             out,
-            "logged: run start, entry {} of {} ({} entries; {:.1} s)",
+            "logged: run start, entry {} of {} (tree size {}; {:.1} s)",
             included.index,
             log.origin,
             included.tree_size,

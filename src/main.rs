@@ -374,6 +374,11 @@ struct SimArgs {
     /// gateway that forwards the API alone.
     #[arg(long)]
     api_only: bool,
+    /// The API served: openai (`/v1/`, bearer keys) or azure (Azure OpenAI's
+    /// `/openai/deployments/{d}/...?api-version=` and `/openai/v1/`, keys in `api-key`,
+    /// no engine endpoint); the same engine and faults behind either.
+    #[arg(long, value_name = "API", default_value = "openai", value_parser = ["openai", "azure"])]
+    api: String,
     /// Holds back the end of one chat completion in two by this many milliseconds
     /// after the rest was sent (headers and body written apart, a delayed
     /// acknowledgement holding the second write): the total time is bimodal, the time
@@ -722,6 +727,10 @@ fn sim_config(args: SimArgs) -> Result<SimConfig, String> {
         no_cache_counter: args.no_cache_counter,
         plain_decode: args.plain_decode,
         api_only: args.api_only,
+        api: match args.api.as_str() {
+            "azure" => tenantcheck::sim::Api::Azure,
+            _ => tenantcheck::sim::Api::OpenAi,
+        },
         background_tenant: args.background_tenant || args.common_name_strangers,
         common_name_strangers: args.common_name_strangers,
         chaos: args.chaos,

@@ -170,6 +170,30 @@ pub fn validate(profile: &VendorProfile, origin: &Path) -> Result<(), ProfileErr
     if profile.model.trim().is_empty() {
         return Err(invalid("model", "is empty".into(), "name the model to test"));
     }
+    match (&profile.azure, profile.adapter) {
+        (Some(_), a) if a != AdapterKind::AzureOpenai => {
+            return Err(invalid(
+                "azure",
+                format!(
+                    "is given for the {} adapter",
+                    serde_json::to_value(a).unwrap_or_default()
+                ),
+                "remove [azure], or set adapter = \"azure-openai\"",
+            ));
+        }
+        (Some(azure), _) if azure.deployment.is_some() != azure.api_version.is_some() => {
+            return Err(invalid(
+                if azure.deployment.is_some() {
+                    "azure.api_version"
+                } else {
+                    "azure.deployment"
+                },
+                "is missing: the deployment URL form needs both".into(),
+                "give azure.deployment and azure.api_version (such as \"2024-10-21\"), or neither for the /openai/v1/ form",
+            ));
+        }
+        _ => {}
+    }
     for (field, set) in [
         ("stored_responses", profile.stored_responses),
         ("cache_salt", profile.cache_salt),

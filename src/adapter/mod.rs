@@ -266,6 +266,10 @@ pub fn provider(profile: &VendorProfile) -> Result<std::sync::Arc<dyn Provider>,
             std::sync::Arc::new(WorkersAi::new(profile.base_url(), &profile.model, limits)?.with_profile(profile))
         }
         AdapterKind::Command => std::sync::Arc::new(CommandAdapter::new(profile.command.clone(), timeout)),
+        AdapterKind::AzureOpenai => std::sync::Arc::new(
+            OpenAiChat::azure(profile.base_url(), &profile.model, profile.azure.as_ref(), limits)?
+                .with_profile(profile),
+        ),
     })
 }
 

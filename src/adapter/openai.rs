@@ -14,6 +14,11 @@ pub struct OpenAiChat {
     http: Http,
     base_url: String,
     model: String,
+    /// Where chat completions are asked for, and the models listed.
+    chat_url: String,
+    models_url: String,
+    /// The dialect whose stream rules apply (`openai-chat`, or Azure's).
+    api: crate::vendor::AdapterKind,
 }
 
 /// How OpenAI-compatible APIs answer.
@@ -32,10 +37,49 @@ impl Dialect for OpenAi {
 impl OpenAiChat {
     /// A client for `base_url` (up to the version segment) and `model`.
     pub fn new(base_url: &str, model: &str, limits: impl Into<Limits>) -> Result<Self, TransportError> {
+        let base = base_url.trim_end_matches('/');
         Ok(OpenAiChat {
             http: Http::new(base_url, limits.into(), Auth::Bearer, Vec::new())?,
-            base_url: base_url.trim_end_matches('/').to_owned(),
+            base_url: base.to_owned(),
             model: model.to_owned(),
+            chat_url: format!("{base}/chat/completions"),
+            models_url: format!("{base}/models"),
+            api: crate::vendor::AdapterKind::OpenaiChat,
+        })
+    }
+
+    /// Azure OpenAI: the same API at the resource `base_url`, in the deployment URL form
+    /// (`[azure] deployment` and `api_version`) or the `/openai/v1/` form, the key in
+    /// the `api-key` header or an Entra token as a bearer token.
+    pub fn azure(
+        base_url: &str,
+        model: &str,
+        azure: Option<&crate::vendor::AzureSpec>,
+        limits: impl Into<Limits>,
+    ) -> Result<Self, TransportError> {
+        use crate::vendor::AzureAuth;
+        let base = base_url.trim_end_matches('/');
+        let (chat_url, models_url) = match azure.and_then(|a| a.deployment.as_deref().zip(a.api_version.as_deref())) {
+            Some((deployment, version)) => (
+                format!("{base}/openai/deployments/{deployment}/chat/completions?api-version={version}"),
+                format!("{base}/openai/models?api-version={version}"),
+            ),
+            None => (
+                format!("{base}/openai/v1/chat/completions"),
+                format!("{base}/openai/v1/models"),
+            ),
+        };
+        let auth = match azure.map(|a| a.auth).unwrap_or_default() {
+            AzureAuth::ApiKey => Auth::Header("api-key"),
+            AzureAuth::Entra => Auth::Bearer,
+        };
+        Ok(OpenAiChat {
+            http: Http::new(base_url, limits.into(), auth, Vec::new())?,
+            base_url: format!("{base}/openai/v1"),
+            model: model.to_owned(),
+            chat_url,
+            models_url,
+            api: crate::vendor::AdapterKind::AzureOpenai,
         })
     }
 
@@ -80,7 +124,7 @@ impl Provider for OpenAiChat {
     fn chat<'a>(&'a self, credential: &'a Secret, request: &'a ChatRequest) -> BoxFuture<'a, Exchange> {
         let recorded = RecordedRequest {
             method: "POST".into(),
-            url: format!("{}/chat/completions", self.base_url),
+            url: self.chat_url.clone(),
             body: Some(self.body(request)),
             raw: false,
             headers: self.http.chosen_headers(request),
@@ -91,7 +135,7 @@ impl Provider for OpenAiChat {
     fn list_models<'a>(&'a self, credential: &'a Secret) -> BoxFuture<'a, Exchange> {
         let recorded = RecordedRequest {
             method: "GET".into(),
-            url: format!("{}/models", self.base_url),
+            url: self.models_url.clone(),
             body: None,
             raw: false,
             headers: Default::default(),
@@ -143,7 +187,7 @@ impl Provider for OpenAiChat {
         let (body, raw) = kind.spoil(self.body(&ask), &self.model);
         let recorded = RecordedRequest {
             method: "POST".into(),
-            url: format!("{}/chat/completions", self.base_url),
+            url: self.chat_url.clone(),
             body: Some(body),
             raw,
             headers: Default::default(),
@@ -162,7 +206,7 @@ impl Provider for OpenAiChat {
     }
 
     fn stream_problems(&self, ex: &Exchange) -> Vec<String> {
-        crate::judge::stream::problems(crate::vendor::AdapterKind::OpenaiChat, ex)
+        crate::judge::stream::problems(self.api, ex)
     }
 }
 

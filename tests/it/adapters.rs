@@ -512,6 +512,7 @@ fn profiles_for(url: &str, tmp: &TempDir) -> Vec<Profiled> {
         ("anthropic", "anthropic.toml"),
         ("workers-ai", "workers-ai-native.toml"),
         ("command", "sim.toml"),
+        ("azure-openai", "azure-openai.toml"),
     ] {
         let text = std::fs::read_to_string(format!("{dir}{file}")).unwrap();
         let mut text: String = text
@@ -663,4 +664,105 @@ async fn requests_carry_the_profiles_user_agent_and_never_name_the_tool() {
             "{name}: {value}"
         );
     }
+}
+
+/// The reference vendor behind Azure OpenAI's API (`sim --api azure`), and a profile
+/// for it from `vendors/sim.toml`: the deployment URL form with the `api-key` header,
+/// or (`v1`) the `/openai/v1/` form with an Entra-style bearer token.
+fn azure_profile(sim: &crate::common::Sim, tmp: &TempDir, v1: bool) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/vendors/sim.toml"))
+        .unwrap()
+        .replace("adapter = \"openai-chat\"", "adapter = \"azure-openai\"")
+        .replace("http://127.0.0.1:8080/v1", &sim.base_url)
+        .replace("stored_responses = true\n", "");
+    let azure = if v1 {
+        "\n[azure]\nauth = \"entra\"\n"
+    } else {
+        "\n[azure]\ndeployment = \"sim-1\"\napi_version = \"2024-10-21\"\n"
+    };
+    let path = tmp.path().join(if v1 { "azure-v1.toml" } else { "azure.toml" });
+    std::fs::write(&path, text + azure).unwrap();
+    path
+}
+
+/// The whole suite through the Azure OpenAI dialect gives the verdicts it gives through
+/// `openai-chat`: an honest vendor passes (stored responses skipped: the profile says
+/// the API keeps none), stale pages fail isolation, boundary and recall; the stream's
+/// first chunk (the prompt's content-filter verdict, an empty id, no choices) is
+/// Azure's grammar, not a second id; no key reaches an artifact.
+#[test]
+fn the_suite_runs_through_the_azure_openai_dialect_with_the_same_verdicts() {
+    use tenantcheck::outcome::Verdict;
+    let tmp = TempDir::new("azure");
+    for (flags, v1) in [(&[][..], false), (&["--fault", "stale-pages"][..], true)] {
+        let sim = crate::common::Sim::start(KEY_A, KEY_B, &[&["--api", "azure"], flags].concat());
+        let profile = azure_profile(&sim, &tmp, v1);
+        let run_dir = tmp.path().join(if v1 { "stale-v1" } else { "healthy" });
+        let (code, stdout, stderr) = crate::common::run_vendor(&profile, &run_dir, KEY_A, KEY_B);
+        let report = crate::common::verified(&run_dir);
+        let verdict = |id: &str| report.cases.iter().find(|c| c.id == id).unwrap().outcome.verdict;
+        if flags.is_empty() {
+            assert_eq!(code, Some(0), "{stdout}{stderr}");
+            assert_eq!(verdict("objects.cross-tenant"), Verdict::Skipped);
+            assert_eq!(verdict("stream.integrity"), Verdict::Pass);
+        } else {
+            assert_eq!(code, Some(1), "{stdout}{stderr}");
+            for id in ["isolation.canary-residue", "context.boundary", "context.recall"] {
+                assert_eq!(verdict(id), Verdict::Fail, "{id}\n{stdout}");
+            }
+        }
+        let transcript = std::fs::read_to_string(run_dir.join(tenantcheck::report::TRANSCRIPT_FILE)).unwrap();
+        let path = if v1 {
+            "/openai/v1/chat/completions"
+        } else {
+            "/openai/deployments/sim-1/chat/completions?api-version=2024-10-21"
+        };
+        assert!(transcript.contains(path), "requests went to {path}");
+        assert!(
+            transcript.contains("prompt_filter_results"),
+            "Azure's first stream chunk was read"
+        );
+        for file in crate::common::files(&run_dir) {
+            let bytes = std::fs::read(&file).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains(KEY_A) && !text.contains(KEY_B),
+                "a key in {}",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_azure_profile_names_what_its_url_form_lacks() {
+    let tmp = TempDir::new("azure-profile");
+    let sim = crate::common::Sim::start(KEY_A, KEY_B, &["--api", "azure"]);
+    let profile = azure_profile(&sim, &tmp, false);
+    let text = std::fs::read_to_string(&profile)
+        .unwrap()
+        .replace("api_version = \"2024-10-21\"\n", "");
+    std::fs::write(&profile, text).unwrap();
+    let (code, _, stderr) = output(tenantcheck().args(["run", "--vendor"]).arg(&profile).arg("--list"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("azure.api_version") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+    // The deployment form without an api-version is a 404 at Azure, and at the sim.
+    let answer = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            &format!("api-key: {KEY_A}"),
+        ])
+        .arg(format!("{}/openai/deployments/sim-1/chat/completions", sim.base_url))
+        .args(["-d", "{}"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&answer.stdout), "404");
 }

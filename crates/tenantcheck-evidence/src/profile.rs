@@ -102,6 +102,39 @@ pub struct VendorProfile {
     /// vendor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_agent: Option<String>,
+    /// With `adapter = "azure-openai"`: the deployment's URL form and how a key is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureSpec>,
+}
+
+/// The profile's `[azure]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AzureSpec {
+    /// The deployment, for the URL form `/openai/deployments/{deployment}/...`; none:
+    /// the `/openai/v1/` form, which names the deployment as the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+    /// The `api-version` the deployment form needs (`2024-10-21`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// How a tenant's credential is sent: `api-key` (the resource's key, in the
+    /// `api-key` header) or `entra` (an Entra ID access token, as a bearer token).
+    #[serde(default)]
+    pub auth: AzureAuth,
+}
+
+/// How an Azure OpenAI credential is sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum AzureAuth {
+    /// The `api-key` header.
+    #[default]
+    ApiKey,
+    /// `Authorization: Bearer TOKEN` (Microsoft Entra ID).
+    Entra,
 }
 
 /// The profile's `[fleet]`: where the vendor names the node that served a request,
@@ -362,6 +395,12 @@ pub enum AdapterKind {
     /// Any API, through the program in `command`, speaking JSON lines on stdio (see
     /// `tenantcheck schema command`).
     Command,
+    /// Azure OpenAI (Azure AI Foundry): OpenAI's chat completions at
+    /// `{base_url}/openai/deployments/{deployment}/chat/completions?api-version=V`
+    /// (with `[azure] deployment` and `api_version`) or at
+    /// `{base_url}/openai/v1/chat/completions` (the model is the deployment), with the
+    /// `api-key` header or an Entra ID bearer token (`[azure] auth`).
+    AzureOpenai,
 }
 
 impl AdapterKind {

@@ -208,6 +208,16 @@ pub struct Disaggregation {
     pub decode_pool_tokens: usize,
 }
 
+/// The API the reference vendor speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI's, at `/v1/`.
+    #[default]
+    OpenAi,
+    /// Azure OpenAI's.
+    Azure,
+}
+
 /// How the reference vendor is set up.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -273,6 +283,11 @@ pub struct SimConfig {
     /// Only the API is served: no engine endpoint (`/slots`) answers anyone, as
     /// behind a gateway that forwards the API alone (`--api-only`).
     pub api_only: bool,
+    /// The front end: OpenAI's API at `/v1/`, or Azure OpenAI's (`--api azure`): the
+    /// same engine and faults behind `/openai/deployments/{d}/...?api-version=` and
+    /// `/openai/v1/`, keys in the `api-key` header, the prompt's content-filter verdict
+    /// first in a stream, and no engine endpoint.
+    pub api: Api,
     /// Another customer's traffic fills every free page before each request
     /// (`--background-tenant`).
     pub background_tenant: bool,
@@ -325,6 +340,7 @@ impl SimConfig {
             no_cache_counter: false,
             plain_decode: false,
             api_only: false,
+            api: Api::OpenAi,
             background_tenant: false,
             common_name_strangers: false,
             chaos: None,
@@ -379,6 +395,7 @@ impl SimConfig {
 #[derive(Debug)]
 pub struct SimServer {
     addr: SocketAddr,
+    api: Api,
     shutdown: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -390,6 +407,7 @@ impl SimServer {
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel();
         let slow = config.chaos == Some(Chaos::SlowHeaders);
+        let api = config.api;
         let app = match config.fleet.clone() {
             Some(fleet) if fleet.nodes > 1 => fleet::router(config, &fleet),
             _ => server::router(config),
@@ -408,6 +426,7 @@ impl SimServer {
         };
         Ok(SimServer {
             addr,
+            api,
             shutdown: Some(tx),
             task,
         })
@@ -419,8 +438,13 @@ impl SimServer {
     }
 
     /// The base URL of its API (`http://ADDR/v1`).
+    /// Where a profile points: `http://ADDR/v1` for OpenAI's API, the resource root
+    /// `http://ADDR` for Azure's.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        match self.api {
+            Api::OpenAi => format!("http://{}/v1", self.addr),
+            Api::Azure => format!("http://{}", self.addr),
+        }
     }
 
     /// Stops accepting, lets requests in flight finish, and waits for the server.

@@ -53,6 +53,8 @@ struct Sim {
     debug: std::sync::Mutex<HashMap<String, String>>,
     /// Prompts longer than this many tokens are long (`--stale-above`).
     long_above: usize,
+    /// The front end (`--api`).
+    api: crate::Api,
 }
 
 /// A request in flight, as `GET /slots` shows it (after llama.cpp's server).
@@ -108,13 +110,28 @@ pub(super) fn router(config: SimConfig) -> Router {
         slots: Default::default(),
         next_slot: Default::default(),
         debug: Default::default(),
+        api: config.api,
     };
-    let mut router = Router::new()
-        .route("/v1/models", get(models))
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/responses", post(create_response))
-        .route("/v1/responses/{id}", get(get_response));
-    if !with.api_only {
+    let mut router = match config.api {
+        crate::Api::OpenAi => Router::new()
+            .route("/v1/models", get(models))
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/responses", post(create_response))
+            .route("/v1/responses/{id}", get(get_response)),
+        // Azure's two URL forms; the deployment form needs an api-version.
+        crate::Api::Azure => Router::new()
+            .route("/openai/v1/models", get(models))
+            .route("/openai/v1/chat/completions", post(chat))
+            .route(
+                "/openai/models",
+                get(|sim, uri, headers| versioned(uri, models(sim, headers))),
+            )
+            .route(
+                "/openai/deployments/{deployment}/chat/completions",
+                post(|sim, uri, headers, body| versioned(uri, chat(sim, headers, body))),
+            ),
+    };
+    if !with.api_only && config.api == crate::Api::OpenAi {
         router = router
             .route("/slots", get(slots))
             .route("/slots/{id}", post(slot_action));
@@ -158,13 +175,32 @@ fn error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response 
     (status, axum::Json(body)).into_response()
 }
 
+/// Azure's deployment form: without an `api-version` the resource answers 404.
+async fn versioned(uri: axum::http::Uri, answer: impl std::future::Future<Output = Response>) -> Response {
+    let has_version = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p.starts_with("api-version=") && p.len() > 12));
+    if !has_version {
+        let body = json!({ "error": { "code": "404", "message": "Resource not found" } });
+        return (StatusCode::NOT_FOUND, axum::Json(body)).into_response();
+    }
+    answer.await
+}
+
 impl Sim {
-    /// The tenant a request's bearer key belongs to. The key is never echoed back.
+    /// The tenant a request's key belongs to: a bearer key, or with Azure's front end
+    /// the `api-key` header too. The key is never echoed back.
     fn tenant(&self, headers: &HeaderMap) -> Result<&str, Unauthorized> {
-        let key = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+        let api_key = match self.api {
+            crate::Api::Azure => headers.get("api-key").and_then(|v| v.to_str().ok()),
+            crate::Api::OpenAi => None,
+        };
+        let key = api_key.or_else(|| {
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+        });
         match key.and_then(|k| self.keys.get(k)) {
             Some(label) => Ok(label),
             None => Err(Unauthorized {
@@ -420,7 +456,10 @@ impl Sim {
                 limit: if broken { Some(own_tokens / 2) } else { None },
                 finish_reason: reply.finish_reason,
                 usage: delivery.include_usage.then_some(usage),
-                phase: Phase::Role,
+                phase: match self.api {
+                    crate::Api::Azure => Phase::PromptFilter,
+                    crate::Api::OpenAi => Phase::Role,
+                },
             };
             let in_flight = reply.in_flight;
             let events = futures_util::StreamExt::map(
@@ -541,6 +580,8 @@ impl Chunks {
 /// Where a stream is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// Azure: the content filter's verdict on the prompt, before the answer.
+    PromptFilter,
     Role,
     Tokens,
     Finish,
@@ -565,6 +606,19 @@ impl Streaming {
     async fn next_event(mut self) -> Option<(Result<Event, Infallible>, Self)> {
         loop {
             let data = match self.phase {
+                Phase::PromptFilter => {
+                    self.phase = Phase::Role;
+                    json!({
+                        "id": "", "object": "", "created": 0, "model": "", "choices": [],
+                        "prompt_filter_results": [{ "prompt_index": 0, "content_filter_results": {
+                            "hate": { "filtered": false, "severity": "safe" },
+                            "self_harm": { "filtered": false, "severity": "safe" },
+                            "sexual": { "filtered": false, "severity": "safe" },
+                            "violence": { "filtered": false, "severity": "safe" },
+                        } }],
+                    })
+                    .to_string()
+                }
                 Phase::Role => {
                     self.phase = Phase::Tokens;
                     self.chunks.role().to_string()

@@ -19,7 +19,8 @@ use serde_json::Value;
 /// keeps it.
 pub fn problems(api: AdapterKind, ex: &Exchange) -> Vec<String> {
     match api {
-        AdapterKind::OpenaiChat => openai(ex),
+        AdapterKind::OpenaiChat => openai(ex, false),
+        AdapterKind::AzureOpenai => openai(ex, true),
         AdapterKind::Anthropic => anthropic(ex),
         AdapterKind::WorkersAi => workers_ai(ex),
         AdapterKind::Command => command(ex),
@@ -93,7 +94,10 @@ fn content_type_problem(ex: &Exchange) -> Option<String> {
     (!ok).then(|| "the answer is not text/event-stream".to_owned())
 }
 
-fn openai(ex: &Exchange) -> Vec<String> {
+/// OpenAI's stream: one id over every chunk, `[DONE]` last, usage when asked for. Azure
+/// (`azure`) sends its content filter's verdict on the prompt first, in a chunk with an
+/// empty id and no choices, which does not count as a second id.
+fn openai(ex: &Exchange, azure: bool) -> Vec<String> {
     let mut problems: Vec<String> = content_type_problem(ex).into_iter().collect();
     let done: Vec<usize> = ex
         .frames
@@ -112,7 +116,7 @@ fn openai(ex: &Exchange) -> Vec<String> {
     for (i, f) in ex.frames.iter().enumerate().filter(|(_, f)| f.data != "[DONE]") {
         match serde_json::from_str::<Value>(&f.data) {
             Ok(v) => {
-                if let Some(id) = v["id"].as_str() {
+                if let Some(id) = v["id"].as_str().filter(|id| !(azure && id.is_empty())) {
                     ids.insert(id.to_owned());
                 }
                 usage |= v["usage"].is_object();

@@ -717,7 +717,7 @@ pub fn verify(
         (Some(seed), Some(start)) => {
             let included = check_start(&report, start, &seed, key)?;
             on_check(format!(
-                "the run's start is entry {} of the log {} (its inclusion proof leads to the root of the log's checkpoint of {} entries) and commits to this run's challenge, seed, profile, suite, tool version and signing key",
+                "the run's start is entry {} of the log {} (its inclusion proof leads to the root of the log's checkpoint at tree size {}) and commits to this run's challenge, seed, profile, suite, tool version and signing key",
                 included.index, start.origin, included.tree_size
             ));
             let challenge = recorded_challenge.as_deref().unwrap_or_default();
