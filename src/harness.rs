@@ -557,6 +557,9 @@ fn log_end(
 ) {
     use crate::tlog::{END_TYPE, EndRecord, RunEnd, end_role, entry_key, statement_bytes};
     let started = std::time::Instant::now();
+    let path = envelope_path.with_file_name(crate::run_dir::LOG_END_FILE);
+    // A resumed run's first end is not this report's: gone before the new one is asked for.
+    let _ = std::fs::remove_file(&path);
     let logged = (|| -> Result<EndRecord, String> {
         let envelope = std::fs::read(envelope_path).map_err(|e| format!("{}: {e}", envelope_path.display()))?;
         let challenge = crate::report::unhex(&start.statement.challenge).unwrap_or_default();
@@ -574,7 +577,6 @@ fn log_end(
             .block_on(client.enter("run end", &statement_bytes(&statement), &signer))
             .map_err(|e| e.to_string())?;
         let record = EndRecord { statement, entry };
-        let path = envelope_path.with_file_name(crate::run_dir::LOG_END_FILE);
         let text = serde_json::to_string_pretty(&record).expect("an end record serialises");
         std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(record)

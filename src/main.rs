@@ -809,6 +809,13 @@ fn keygen(out: &Path) -> u8 {
 
 /// `tenantcheck challenge`.
 fn challenge(log: Option<&str>, log_key: Option<&Path>, out: &Path) -> u8 {
+    if out.exists() {
+        tell!(
+            "error: {} exists: a challenge is issued once and runs are made under it; give another --out",
+            out.display()
+        );
+        return exit::SETUP_ERROR;
+    }
     let key_pem = match log_key.map(std::fs::read_to_string).transpose() {
         Ok(k) => k,
         Err(e) => {

@@ -2,7 +2,7 @@
 //! tiles. What the answers prove is checked offline by [`crate::tlog`].
 
 use crate::tlog::{ChallengeLog, LogError, LogKey, LoggedEntry, TileSource};
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use ed25519_dalek::SigningKey;
 use std::time::Duration;
 
 /// How long an entry may take: the log answers once a checkpoint includes it, and
@@ -112,11 +112,6 @@ impl Log {
     pub async fn get(&self, path: &str) -> Result<Vec<u8>, RekorError> {
         get(&self.client, &format!("{}/{path}", self.url)).await
     }
-
-    /// The log's key.
-    pub fn key(&self) -> &LogKey {
-        &self.key
-    }
 }
 
 /// A client for the log at `url`: no redirects, the entry timeout.
@@ -178,11 +173,6 @@ fn excerpt(body: &[u8]) -> String {
         Some((i, _)) => format!("{}...", &text[..i]),
         None => text.to_owned(),
     }
-}
-
-/// The hex form of a run's public key, as a start entry names it.
-pub fn key_hex(key: &VerifyingKey) -> String {
-    crate::hex(key.as_bytes())
 }
 
 /// A fresh challenge: 32 random bytes of nonce, and, with `log`, the log at that URL

@@ -394,6 +394,14 @@ fn a_policy_log_table_and_a_challenge_file_that_cannot_be_used_are_named() {
             .arg(tmp.path().join("bare.json")),
     );
     assert_eq!(code, Some(0), "{stdout}{stderr}");
+    // Issued once: the file is not written over.
+    let before = std::fs::read(tmp.path().join("bare.json")).unwrap();
+    let again =
+        |cmd: &mut std::process::Command| output(cmd.arg("challenge").arg("--out").arg(tmp.path().join("bare.json")));
+    let (code, _, stderr) = again(&mut tenantcheck());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is issued once"), "{stderr}");
+    assert_eq!(std::fs::read(tmp.path().join("bare.json")).unwrap(), before);
     let bare = policy(
         "bare.toml",
         "[log]\nchallenge = \"bare.json\"\nall_runs_disclosed = true\n",

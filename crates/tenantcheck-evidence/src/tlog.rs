@@ -683,8 +683,6 @@ pub struct LoggedRun {
     pub start_digest: String,
     /// Its end entry, if it ended: the entry's index and the verdict its key states.
     pub end: Option<(u64, String)>,
-    /// SHA-512 (hex) of its end statement.
-    pub end_digest: Option<String>,
 }
 
 /// Every run under `challenge` in the log from the `pinned` checkpoint to `latest` (both
@@ -728,13 +726,11 @@ pub fn runs_under(
                 start_index: index,
                 start_digest: crate::hex(&entry.digest),
                 end: None,
-                end_digest: None,
             });
         } else if let Some((run, verdict)) = ends.get(&entry.key.to_bytes()) {
             // A resumed run ends again: its last end is its report's.
             let run = &mut runs[*run];
             run.end = Some((index, verdict.clone()));
-            run.end_digest = Some(crate::hex(&entry.digest));
         }
     }
     Ok(runs)
@@ -899,7 +895,6 @@ mod tests {
             start_index: i,
             start_digest: i.to_string(),
             end: end.map(|v| (i + 1, v.to_owned())),
-            end_digest: None,
         };
         let runs = [
             run(0, Some("PASS")),
